@@ -1,0 +1,21 @@
+"""
+pyinfra inventory: the Sparks named in the YAML file at $SPARK_INVENTORY
+(default inventory/sparks.yml), validated before pyinfra connects to anything.
+
+    pyinfra inventory.py deploy.py
+    SPARK_INVENTORY=inventory/twins.yml pyinfra inventory.py deploy.py
+"""
+
+import os as _os
+import sys as _sys
+
+from operations.settings import InventoryError as _InventoryError
+from operations.settings import load_inventory as _load_inventory
+
+_path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
+
+try:
+    sparks = _load_inventory(_path).pyinfra_hosts()
+except _InventoryError as _error:
+    print(_error, file=_sys.stderr)
+    _sys.exit(2)

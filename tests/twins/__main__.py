@@ -1,0 +1,34 @@
+"""Command line of the twin harness: up, down, demo (see harness.py)."""
+
+import sys
+
+from tests.twins import harness
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else "help"
+    try:
+        if command == "up":
+            twins = harness.up()
+            path = harness.write_inventory(twins, harness.ROOT / "inventory" / "twins.yml",
+                                           defaults=harness.DEMO_DEFAULTS)
+            for twin in twins:
+                print(f"twins: {twin.name} up, ssh spark@127.0.0.1 -p {twin.port}")
+            print(f"twins: inventory written to {path.relative_to(harness.ROOT)}")
+        elif command == "down":
+            harness.down()
+            print("twins: removed")
+        elif command == "demo":
+            from tests.twins.demo import demo
+            return demo()
+        else:
+            print(__doc__ + "\nusage: python -m tests.twins up|down|demo", file=sys.stderr)
+            return 2
+    except harness.HarnessError as error:
+        print(f"twins: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

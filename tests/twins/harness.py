@@ -1,0 +1,323 @@
+"""
+Spark twins: booted Debian containers (real systemd, NetworkManager, sshd, sudo, apt) that
+stand in for a pair of DGX Sparks, linked by veth "QSFP cables", reachable over real SSH on
+127.0.0.1 only.
+
+    python -m tests.twins up        # build (cached) and start two twins, write inventory/twins.yml
+    python -m tests.twins down      # remove every twin and cable this project made
+    python -m tests.twins demo      # up, deploy twice, show that the second run changed nothing
+
+The image is built from a Debian base made with debootstrap from this machine's own apt
+mirror, and cached by a hash of its inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+STATE_DIR = ROOT / ".twins"
+PREFIX = "sparkdeploy-twin"
+LABEL = "sparkdeploy.twin=1"
+SUITE_DEFAULT = "bookworm"
+# The QSFP rails of a Spark as the twins name them: one veth pair per rail.
+DEMO_DEFAULTS: dict = {}
+RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+def run(*args: str, check: bool = True, capture: bool = True, input: str | None = None):
+    result = subprocess.run(
+        list(args), check=False, text=True, capture_output=capture, input=input
+    )
+    if check and result.returncode != 0:
+        detail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-25:])
+        raise HarnessError(f"{' '.join(args)} failed ({result.returncode}): {detail}")
+    return result
+
+
+def docker(*args: str, **kwargs):
+    return run("docker", *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Image
+
+
+def apt_mirror() -> tuple[str, str]:
+    """The machine's own Debian mirror and suite, read from its apt configuration."""
+    if os.environ.get("TWIN_MIRROR"):
+        return os.environ["TWIN_MIRROR"], os.environ.get("TWIN_SUITE", SUITE_DEFAULT)
+    suite = SUITE_DEFAULT
+    release = Path("/etc/os-release")
+    if release.exists():
+        match = re.search(r"^VERSION_CODENAME=(\w+)", release.read_text(), re.M)
+        if match:
+            suite = match.group(1)
+    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
+    for path in sources:
+        for stanza in path.read_text().split("\n\n"):
+            uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
+            suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
+            if uris and suites and suite in suites.group(1).split():
+                return uris.group(1), suite
+    legacy = Path("/etc/apt/sources.list")
+    if legacy.exists():
+        for line in legacy.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[0] == "deb" and parts[2] == suite:
+                uri = next(p for p in parts[1:] if not p.startswith("["))
+                return uri, suite
+    raise HarnessError(
+        "no Debian mirror for the twin base found in /etc/apt; set TWIN_MIRROR and TWIN_SUITE"
+    )
+
+
+def _digest(*parts: bytes) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        sha.update(len(part).to_bytes(8, "big"))
+        sha.update(part)
+    return sha.hexdigest()[:12]
+
+
+def image_inputs_hash(mirror: str, suite: str) -> str:
+    files = [HERE / "Dockerfile", *sorted((HERE / "standins").rglob("*"))]
+    contents = [str(p.relative_to(HERE)).encode() + p.read_bytes() for p in files if p.is_file()]
+    return _digest(mirror.encode(), suite.encode(), *contents)
+
+
+def image_exists(tag: str) -> bool:
+    return docker("image", "inspect", tag, check=False).returncode == 0
+
+
+def build_base(mirror: str, suite: str) -> str:
+    tag = f"{PREFIX}-base:{_digest(mirror.encode(), suite.encode())}"
+    if image_exists(tag):
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise HarnessError("debootstrap is missing: apt-get install debootstrap")
+    with tempfile.TemporaryDirectory(prefix="twin-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        print(f"twins: debootstrap {suite} from {mirror} (about a minute, once)", flush=True)
+        run("debootstrap", "--variant=minbase", suite, str(rootfs), mirror)
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, check=True,
+                       capture_output=True)
+        tar.wait()
+    return tag
+
+
+def build_image() -> str:
+    """The twin image tag, built only when its inputs changed."""
+    mirror, suite = apt_mirror()
+    tag = f"{PREFIX}:{image_inputs_hash(mirror, suite)}"
+    if image_exists(tag):
+        return tag
+    base = build_base(mirror, suite)
+    print(f"twins: building {tag}", flush=True)
+    docker("build", "--quiet", "--build-arg", f"BASE={base}", "-t", tag, str(HERE))
+    return tag
+
+
+# ---------------------------------------------------------------------------------------
+# Twins
+
+
+@dataclass
+class Twin:
+    name: str
+    container: str
+    port: int
+    pid: int = 0
+    host_key: str = ""
+    data: dict = field(default_factory=dict)
+
+    def exec(self, command: str, check: bool = True, input: str | None = None):
+        """Run a shell command inside the twin as root (the harness's back door)."""
+        return docker("exec", "-i", self.container, "sh", "-c", command, check=check,
+                      input=input)
+
+    def read(self, path: str) -> str | None:
+        result = self.exec(f"cat {path}", check=False)
+        return result.stdout if result.returncode == 0 else None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ssh_key() -> Path:
+    """A throwaway ed25519 key for the twins, made once under .twins/."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key_path = STATE_DIR / "id_ed25519"
+    if not key_path.exists():
+        STATE_DIR.mkdir(exist_ok=True)
+        key = Ed25519PrivateKey.generate()
+        private = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        )
+        public = key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+        key_path.touch(mode=0o600)
+        key_path.write_bytes(private)
+        key_path.with_suffix(".pub").write_bytes(public + b" spark-twin\n")
+    return key_path
+
+
+def wait_for(check, what: str, timeout: float = 90.0, interval: float = 0.3):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def _booted(twin: Twin):
+    state = twin.exec("systemctl is-system-running", check=False).stdout.strip()
+    return state in ("running", "degraded") and state
+
+
+def _ssh_ready(twin: Twin):
+    try:
+        with socket.create_connection(("127.0.0.1", twin.port), timeout=1) as sock:
+            return sock.recv(64).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def container_pid(container: str) -> int:
+    return int(docker("inspect", "-f", "{{.State.Pid}}", container).stdout.strip())
+
+
+def wait_booted(twin: Twin) -> None:
+    wait_for(lambda: _booted(twin), f"{twin.name} to boot systemd")
+    wait_for(lambda: _ssh_ready(twin), f"{twin.name} sshd on 127.0.0.1:{twin.port}")
+    twin.pid = container_pid(twin.container)
+
+
+def start_twin(name: str, image: str) -> Twin:
+    container = f"{PREFIX}-{name}"
+    docker("rm", "-f", container, check=False)
+    port = free_port()
+    docker(
+        "run", "-d", "--name", container, "--hostname", name, "--label", LABEL,
+        "--restart", "always",
+        "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN",
+        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+        "-p", f"127.0.0.1:{port}:22", image, "/sbin/init",
+    )
+    twin = Twin(name=name, container=container, port=port)
+    wait_booted(twin)
+    public = ssh_key().with_suffix(".pub").read_text()
+    twin.exec(
+        "install -d -m 700 -o spark -g spark ~spark/.ssh && cat > ~spark/.ssh/authorized_keys"
+        " && chown spark:spark ~spark/.ssh/authorized_keys"
+        " && chmod 600 ~spark/.ssh/authorized_keys",
+        input=public,
+    )
+    twin.host_key = " ".join(twin.read("/etc/ssh/ssh_host_ed25519_key.pub").split()[:2])
+    return twin
+
+
+def _veth_name(a: Twin, rail: int, side: str) -> str:
+    return f"sq{_digest(a.container.encode())[:8]}{rail}{side}"
+
+
+def link_cable(a: Twin, b: Twin) -> None:
+    """Plug the QSFP cable: one veth pair per rail, named like a Spark's ConnectX-7 ports."""
+    for rail, ifname in enumerate(RAILS):
+        end_a, end_b = _veth_name(a, rail, "a"), _veth_name(a, rail, "b")
+        run("ip", "link", "del", end_a, check=False)
+        run("ip", "link", "add", end_a, "type", "veth", "peer", "name", end_b)
+        for end, twin in ((end_a, a), (end_b, b)):
+            run("ip", "link", "set", end, "netns", str(twin.pid))
+            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", end, "name", ifname)
+            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
+
+
+def known_hosts(twins: list[Twin]) -> Path:
+    path = STATE_DIR / "known_hosts"
+    path.write_text("".join(f"[127.0.0.1]:{t.port} {t.host_key}\n" for t in twins))
+    return path
+
+
+def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None) -> Path:
+    """An inventory for the twins, in the same format an operator writes for real Sparks."""
+    document = {
+        "defaults": {
+            "ssh_user": "spark",
+            "ssh_key": str(ssh_key()),
+            "ssh_known_hosts_file": str(known_hosts(twins)),
+            "ssh_strict_host_key_checking": "yes",
+            **(defaults or {}),
+        },
+        "sparks": {
+            t.name: {"ssh_host": "127.0.0.1", "ssh_port": t.port, **t.data} for t in twins
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "# Written by tests/twins/harness.py for the local Spark twins; do not edit.\n"
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def up(names: tuple[str, ...] = ("spark-a", "spark-b"), cable: bool = True) -> list[Twin]:
+    image = build_image()
+    twins = [start_twin(name, image) for name in names]
+    if cable and len(twins) == 2:
+        link_cable(*twins)
+    return twins
+
+
+def reboot_count(twin: Twin) -> int:
+    return int(docker("inspect", "-f", "{{.RestartCount}}", twin.container).stdout.strip())
+
+
+def down() -> None:
+    ids = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
+    if ids:
+        docker("rm", "-f", *ids)
+    # veth ends left on the host by a half-finished link_cable
+    for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        match = re.match(r"\d+: (sq[0-9a-f]{8}\d[ab])[@:]", line)
+        if match:
+            run("ip", "link", "del", match.group(1), check=False)
+
+
+def twins_from_docker() -> list[Twin]:
+    """The running twins (for `down` and for tests that attach to `make twins-up`)."""
+    out = docker("ps", "--filter", f"label={LABEL}", "--format", "{{json .}}").stdout
+    twins = []
+    for line in out.splitlines():
+        info = json.loads(line)
+        match = re.search(r"127\.0\.0\.1:(\d+)->22", info["Ports"])
+        name = info["Names"].removeprefix(f"{PREFIX}-")
+        twins.append(Twin(name=name, container=info["Names"], port=int(match.group(1))))
+    return twins

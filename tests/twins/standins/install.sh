@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs the stand-ins into the twin image at build time. Each behaves like the real
+# thing on a DGX Spark as far as the deploy can tell (same commands, same output formats).
+set -eu
+here=/opt/spark-twin/standins
+
+# nvidia-smi: what the driver package ships on a Spark.
+install -m 0755 "$here/nvidia-smi" /usr/bin/nvidia-smi
+install -d /etc/spark-twin
+install -m 0644 "$here/gpu.conf" /etc/spark-twin/gpu.conf
+
+# NVIDIA driver packages as real (empty) .deb files, so dpkg/apt-mark act on them for real.
+# 580 is installed (what DGX OS ships); 590 is kept for scenarios that need it.
+mkdir -p /opt/spark-twin/debs
+for spec in "nvidia-driver-580-open 580.95.05-0ubuntu1" "nvidia-driver-590-open 590.44.01-0ubuntu1"; do
+  set -- $spec
+  root=$(mktemp -d)
+  mkdir -p "$root/DEBIAN"
+  cat > "$root/DEBIAN/control" <<CONTROL
+Package: $1
+Version: $2
+Architecture: all
+Maintainer: Spark twin <twin@localhost>
+Section: non-free/libs
+Priority: optional
+Description: NVIDIA driver metapackage (Spark twin stand-in, no files)
+CONTROL
+  dpkg-deb --build "$root" "/opt/spark-twin/debs/$1.deb" >/dev/null
+  rm -rf "$root"
+done
+dpkg -i /opt/spark-twin/debs/nvidia-driver-580-open.deb >/dev/null
+
+# The memory-capping override DGX OS ships (the deploy must remove it).
+install -D -m 0644 "$here/zz-nvidia-drm-override.conf" /etc/modprobe.d/zz-nvidia-drm-override.conf
+
+# The operator's login: a sudoer, as the first user of a Spark is.
+useradd --create-home --shell /bin/bash --groups sudo spark
+echo 'spark ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-spark-twin
+chmod 0440 /etc/sudoers.d/90-spark-twin
+visudo -cf /etc/sudoers.d/90-spark-twin >/dev/null
