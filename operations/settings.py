@@ -31,6 +31,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+# Fixed paths on a Spark (not settings: DGX OS decides them).
+DRM_OVERRIDE_CONF = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+RUN_DIR = "/run/spark-deploy"  # tmpfs: whatever is here is gone after a reboot
+REBOOT_PENDING = f"{RUN_DIR}/reboot-pending"
+BOOT_MARKER = f"{RUN_DIR}/boot-marker"
+
 MAX_SPARKS = 2
 HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PER_HOST_ONLY = ("ssh_host",)

@@ -1,0 +1,19 @@
+"""
+Prepare one or two DGX Sparks to serve large language models:
+
+    pyinfra inventory.py deploy.py
+
+This file is the table of contents of the whole deploy: each line is a named deploy from
+operations/, run in order on every Spark. A second run on a prepared Spark changes nothing.
+"""
+
+from pyinfra import config
+
+from operations import drm, notices, preflight, reboot
+
+config.SUDO = True
+notices.install()
+
+preflight.check_spark()
+drm.remove_drm_override()
+reboot.reboot_when_needed()

@@ -1,0 +1,1 @@
+"""Operations that prepare a DGX Spark, one module per thing they manage."""
