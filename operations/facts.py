@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import FactBase
 
 from operations.settings import DRM_OVERRIDE_CONF, REBOOT_PENDING
@@ -103,6 +103,15 @@ class SparkPreflight(FactBase):
         )
 
 
+_PLANNED: dict[tuple[int, str], Preflight] = {}
+
+
 def preflight() -> Preflight:
-    """The current host's preflight fact (gathered once per run, then cached by pyinfra)."""
-    return host.get_fact(SparkPreflight, model_dir=host.data.spark.model_dir)
+    """
+    The current host's preflight fact, gathered once per run. pyinfra 3 runs a fact again
+    at every call; every operation plans from this same snapshot taken before any change.
+    """
+    key = (id(state), host.name)
+    if key not in _PLANNED:
+        _PLANNED[key] = host.get_fact(SparkPreflight, model_dir=host.data.spark.model_dir)
+    return _PLANNED[key]

@@ -10,8 +10,7 @@ def main(argv: list[str]) -> int:
     try:
         if command == "up":
             twins = harness.up()
-            path = harness.write_inventory(twins, harness.ROOT / "inventory" / "twins.yml",
-                                           defaults=harness.DEMO_DEFAULTS)
+            path = harness.write_inventory(twins, harness.TWINS_INVENTORY)
             for twin in twins:
                 print(f"twins: {twin.name} up, ssh spark@127.0.0.1 -p {twin.port}")
             print(f"twins: inventory written to {path.relative_to(harness.ROOT)}")

@@ -30,11 +30,16 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STATE_DIR = ROOT / ".twins"
+TWINS_INVENTORY = ROOT / "inventory" / "twins.yml"
 PREFIX = "sparkdeploy-twin"
 LABEL = "sparkdeploy.twin=1"
 SUITE_DEFAULT = "bookworm"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
-DEMO_DEFAULTS: dict = {}
+# What inventory/twins.yml asks of each twin: together they exercise every capability.
+DEMO_HOSTS: dict[str, dict] = {
+    "spark-a": {"allow_reboot": True, "reboot_timeout": 120},  # reboots when a change needs it
+    "spark-b": {},  # may not reboot: the run ends with a pending-reboot notice
+}
 RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
 
 
@@ -288,9 +293,11 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
     return path
 
 
-def up(names: tuple[str, ...] = ("spark-a", "spark-b"), cable: bool = True) -> list[Twin]:
+def up(names: tuple[str, ...] = tuple(DEMO_HOSTS), cable: bool = True) -> list[Twin]:
     image = build_image()
     twins = [start_twin(name, image) for name in names]
+    for twin in twins:
+        twin.data = dict(DEMO_HOSTS.get(twin.name, {}))
     if cable and len(twins) == 2:
         link_cable(*twins)
     return twins
@@ -298,6 +305,12 @@ def up(names: tuple[str, ...] = ("spark-a", "spark-b"), cable: bool = True) -> l
 
 def reboot_count(twin: Twin) -> int:
     return int(docker("inspect", "-f", "{{.RestartCount}}", twin.container).stdout.strip())
+
+
+def destroy(twins: list[Twin]) -> None:
+    """Remove these twins (their cable ends go with their network namespaces)."""
+    if twins:
+        docker("rm", "-f", *[t.container for t in twins], check=False)
 
 
 def down() -> None:

@@ -1,0 +1,31 @@
+# Everything a fresh machine needs is set up by the targets themselves.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup docker twins-up twins-down demo test unit
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+docker:
+	@bash tests/twins/ensure-docker.sh
+
+twins-up: setup docker
+	$(PY) -m tests.twins up
+
+twins-down: setup docker
+	$(PY) -m tests.twins down
+
+demo: setup docker
+	$(PY) -m tests.twins demo
+
+test: setup docker
+	$(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest tests/unit

@@ -1,0 +1,5 @@
+import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "twins: needs a Docker engine to boot Spark twins")

@@ -1,0 +1,57 @@
+"""
+Molecule-like scenarios on booted Spark twins: create, converge, idempotence, verify,
+destroy. A scenario is a test class naming its twins; its steps are its tests, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.twins import harness
+from tests.twins.runner import DeployRun, run_deploy
+
+
+@dataclass
+class Scenario:
+    twins: dict[str, harness.Twin]
+    inventory: object
+    runs: list[DeployRun] = field(default_factory=list)
+
+    def deploy(self, *extra: str) -> DeployRun:
+        result = run_deploy(self.inventory, *extra)
+        self.runs.append(result)
+        return result
+
+    def write_inventory(self) -> None:
+        harness.write_inventory(list(self.twins.values()), self.inventory)
+
+
+@pytest.fixture(scope="class")
+def scenario(request, tmp_path_factory):
+    """Create the twins the test class asks for (`twins = {name: {inventory keys}}`,
+    `gpus = {name: nvidia-smi name}`), destroy them when the class is done."""
+    spec: dict[str, dict] = request.cls.twins
+    gpus: dict[str, str] = getattr(request.cls, "gpus", {})
+    twins = harness.up(tuple(spec), cable=len(spec) == 2)
+    try:
+        for twin in twins:
+            twin.data = dict(spec[twin.name])
+            if twin.name in gpus:
+                twin.exec(f"sed -i 's/^name=.*/name={gpus[twin.name]}/' /etc/spark-twin/gpu.conf")
+        inventory = tmp_path_factory.mktemp(request.cls.__name__) / "inventory.yml"
+        made = Scenario({t.name: t for t in twins}, inventory)
+        made.write_inventory()
+        yield made
+    finally:
+        harness.destroy(twins)
+
+
+def assert_idempotent(run: DeployRun) -> None:
+    """The second run: success, and every operation on every host reported No Change."""
+    assert run.returncode == 0, run.explain()
+    assert run.changed() == {}, f"second run changed something: {run.changed()}"
+    assert run.errors() == {}, run.explain()
+    for op in run.results["operations"]:
+        assert op["hosts"] == len(op["no_change"]), op

@@ -1,0 +1,68 @@
+"""Run the real deploy (`pyinfra inventory.py deploy.py`) and read what it did."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.twins.harness import ROOT
+
+PYINFRA = Path(sys.executable).with_name("pyinfra")
+REMOTE_COMMAND = re.compile(r"^\[(?P<host>[\w.-]+)\] >>> ", re.M)
+
+
+@dataclass
+class DeployRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def results(self) -> dict:
+        try:
+            return json.loads(self.stdout)["results"] or {}
+        except (json.JSONDecodeError, KeyError):
+            return {}
+
+    def changed(self) -> dict[str, list[str]]:
+        """Host -> names of the operations that reported a change on it."""
+        changed: dict[str, list[str]] = {}
+        for op in self.results.get("operations", []):
+            for host in op["success"]:
+                changed.setdefault(host, []).append(op["name"])
+        return changed
+
+    def errors(self) -> dict[str, list[str]]:
+        errors: dict[str, list[str]] = {}
+        for op in self.results.get("operations", []):
+            for host in op["error"]:
+                errors.setdefault(host, []).append(op["name"])
+        return errors
+
+    def remote_commands(self) -> dict[str, int]:
+        """Host -> number of commands run over SSH (facts and operations), from -vv output."""
+        counts: dict[str, int] = {}
+        for match in REMOTE_COMMAND.finditer(self.stderr):
+            counts[match["host"]] = counts.get(match["host"], 0) + 1
+        return counts
+
+    def explain(self) -> str:
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+def run_deploy(inventory: Path, *extra: str, env: dict[str, str] | None = None) -> DeployRun:
+    """`pyinfra -y --json -vv inventory.py deploy.py` against the given inventory file."""
+    command = [str(PYINFRA), "-y", "--json", "-vv", "inventory.py", "deploy.py", *extra]
+    environment = {**os.environ, "SPARK_INVENTORY": str(inventory), **(env or {})}
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1800
+    )
+    return DeployRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
