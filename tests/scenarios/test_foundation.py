@@ -111,3 +111,9 @@ class TestNoDriver:
         assert run.returncode != 0
         assert "no NVIDIA GPU answered `nvidia-smi -L`" in run.stderr
         assert exists(scenario.twins["nodrv"], DRM_OVERRIDE_CONF)
+
+    def test_refused_again_and_still_unchanged(self, scenario):
+        run = scenario.deploy()
+        assert run.returncode != 0 and run.changed() == {}
+        assert "no NVIDIA GPU answered" in run.stderr
+        assert exists(scenario.twins["nodrv"], DRM_OVERRIDE_CONF)

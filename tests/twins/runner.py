@@ -31,20 +31,20 @@ class DeployRun:
         except (json.JSONDecodeError, KeyError):
             return {}
 
+    def _hosts_in(self, outcome: str) -> dict[str, list[str]]:
+        by_host: dict[str, list[str]] = {}
+        for op in self.results.get("operations", []):
+            for host in op[outcome]:
+                by_host.setdefault(host, []).append(op["name"])
+        return by_host
+
     def changed(self) -> dict[str, list[str]]:
         """Host -> names of the operations that reported a change on it."""
-        changed: dict[str, list[str]] = {}
-        for op in self.results.get("operations", []):
-            for host in op["success"]:
-                changed.setdefault(host, []).append(op["name"])
-        return changed
+        return self._hosts_in("success")
 
     def errors(self) -> dict[str, list[str]]:
-        errors: dict[str, list[str]] = {}
-        for op in self.results.get("operations", []):
-            for host in op["error"]:
-                errors.setdefault(host, []).append(op["name"])
-        return errors
+        """Host -> names of the operations that failed on it."""
+        return self._hosts_in("error")
 
     def remote_commands(self) -> dict[str, int]:
         """Host -> number of commands run over SSH (facts and operations), from -vv output."""
