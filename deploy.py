@@ -9,11 +9,15 @@ operations/, run in order on every Spark. A second run on a prepared Spark chang
 
 from pyinfra import config
 
-from operations import drm, notices, preflight, reboot
+from operations import drm, driver, huggingface, memory, models, notices, preflight, reboot
 
 config.SUDO = True
 notices.install()
 
 preflight.check_spark()
+driver.hold_driver()
 drm.remove_drm_override()
+huggingface.configure_huggingface()
+models.prepare_models()
+memory.guard_memory()
 reboot.reboot_when_needed()

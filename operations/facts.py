@@ -4,13 +4,21 @@ Facts about a Spark. Each is one SSH round trip that answers many questions at o
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyinfra import host, state
 from pyinfra.api import FactBase
 
-from operations.settings import DRM_OVERRIDE_CONF, REBOOT_PENDING
+from operations.settings import (
+    DRM_OVERRIDE_CONF,
+    GAI_CONF,
+    HF_CLI_VENV,
+    MANAGED_PATHS,
+    REBOOT_PENDING,
+)
 
 
 @dataclass(frozen=True)
@@ -103,15 +111,153 @@ class SparkPreflight(FactBase):
         )
 
 
-_PLANNED: dict[tuple[int, str], Preflight] = {}
+_PLANNED: dict[tuple[int, str, type], object] = {}
+
+
+def planned(fact: type[FactBase], **arguments):
+    """
+    A fact gathered once per host per run. pyinfra 3 runs a fact again at every call;
+    every operation plans from the same snapshot, taken before any change.
+    """
+    key = (id(state), host.name, fact)
+    if key not in _PLANNED:
+        _PLANNED[key] = host.get_fact(fact, **arguments)
+    return _PLANNED[key]
 
 
 def preflight() -> Preflight:
+    """The current host's preflight fact."""
+    return planned(SparkPreflight, model_dir=host.data.spark.model_dir)
+
+
+@dataclass(frozen=True)
+class FileState:
+    sha256: str
+    mode: str  # octal, as stat prints it: "644"
+    user: str
+    group: str
+
+
+@dataclass(frozen=True)
+class HostState:
+    packages: dict[str, str]  # installed package -> version (driver packages, python3-venv)
+    holds: frozenset[str]
+    files: dict[str, FileState | None]  # managed path -> state, None when absent
+    gai_ipv4: bool
+    hf_cli: str  # huggingface_hub version in the hf venv, "" when absent
+    user_home: str
+    user_group: str
+    ssh_home: str  # home of the SSH login user (private upload staging lives there)
+    models: dict[str, dict]  # model folder -> model_check.py result
+
+
+MODEL_CHECK = (Path(__file__).resolve().parents[1] / "files" / "model_check.py").read_text()
+TOKEN_PATH = ".cache/huggingface/token"  # under the operator's home (HF_HOME default)
+GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
+
+
+class SparkHostState(FactBase):
     """
-    The current host's preflight fact, gathered once per run. pyinfra 3 runs a fact again
-    at every call; every operation plans from this same snapshot taken before any change.
+    Returns the state of everything host preparation manages, in one round trip: driver
+    packages and holds, managed files and the HF token (sha256, mode, owner), the
+    gai.conf IPv4 line, the hf CLI version, the operator's home, and the model folders.
+
+    Sample output of the command::
+
+        pkg nvidia-driver-580-open 580.95.05-0ubuntu1
+        pkg python3-venv 3.12.3-0ubuntu2
+        hold nvidia-driver-580-open
+        file /etc/spark-deploy/hf.env 5d41402abc4b2a76b9719d911017c592... 644 root root
+        file /usr/local/sbin/spark-memory-guard -
+        file /home/nvidia/.cache/huggingface/token 9f86d081884c7d659a2feaa0c55ad015... 600 nvidia nvidia
+        gai 1
+        hfcli 2.4.0
+        user /home/nvidia nvidia
+        sshhome /home/nvidia
+        model {"folder": "/opt/models/X", "exists": true, "marker": "org/X@main", ...}
     """
-    key = (id(state), host.name)
-    if key not in _PLANNED:
-        _PLANNED[key] = host.get_fact(SparkPreflight, model_dir=host.data.spark.model_dir)
-    return _PLANNED[key]
+
+    def command(self, user: str, paths: tuple[str, ...], models: tuple[str, ...]) -> str:
+        quoted_user = shlex.quote(user)
+        files = " ".join(shlex.quote(path) for path in paths)
+        return "\n".join(
+            [
+                "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
+                " 'nvidia-driver-*' python3-venv 2>/dev/null"
+                " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
+                "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
+                'st() { if [ -e "$1" ]; then printf "file %s %s %s\\n" "$1"'
+                ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
+                ' else printf "file %s -\\n" "$1"; fi; }',
+                f"for f in {files}; do st \"$f\"; done",
+                f"home=$(getent passwd {quoted_user} | cut -d: -f6)",
+                f'[ -z "$home" ] || st "$home/{TOKEN_PATH}"',
+                f"grep -qE '{GAI_LINE_RE}' {GAI_CONF} 2>/dev/null && echo 'gai 1' || echo 'gai 0'",
+                f"v=$(ls -d {HF_CLI_VENV}/lib/python3*/site-packages/huggingface_hub-*.dist-info"
+                " 2>/dev/null | head -n1)",
+                'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
+                f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
+                'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
+                *(
+                    [f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
+                     " | sed 's/^/model /'"]
+                    if models
+                    else []
+                ),
+            ]
+        )
+
+    def process(self, output: list[str]) -> HostState:
+        packages: dict[str, str] = {}
+        holds: set[str] = set()
+        files: dict[str, FileState | None] = {}
+        values: dict[str, str] = {}
+        models: dict[str, dict] = {}
+        for line in output:
+            kind, _, rest = line.partition(" ")
+            fields = rest.split()
+            if kind == "pkg" and len(fields) == 2:
+                packages[fields[0]] = fields[1]
+            elif kind == "hold" and fields:
+                holds.add(fields[0])
+            elif kind == "file" and fields:
+                files[fields[0]] = FileState(*fields[1:5]) if len(fields) == 5 else None
+            elif kind == "model":
+                result = json.loads(rest)
+                models[result["folder"]] = result
+            else:
+                values[kind] = rest.strip()
+        home, _, group = values.get("user", "").partition(" ")
+        return HostState(
+            packages=packages,
+            holds=frozenset(holds),
+            files=files,
+            gai_ipv4=values.get("gai") == "1",
+            hf_cli=values.get("hfcli", ""),
+            user_home=home,
+            user_group=group,
+            ssh_home=values.get("sshhome", ""),
+            models=models,
+        )
+
+
+def model_folders(spark) -> list[tuple[str, str, bool]]:
+    """(folder, "repo@revision", needs tokenizer.json) for each model the host should have."""
+    folders = []
+    if spark.model_repo:
+        want = f"{spark.model_repo}@{spark.model_revision}"
+        folders.append((spark.model_folder(spark.model_repo), want, True))
+    if spark.draft_model_repo:
+        folders.append((spark.model_folder(spark.draft_model_repo), f"{spark.draft_model_repo}@main", False))
+    return folders
+
+
+def host_state() -> HostState:
+    """The current host's preparation state."""
+    spark = host.data.spark
+    models = tuple(
+        part
+        for folder, want, tokenizer in model_folders(spark)
+        for part in (folder, want, "1" if tokenizer else "0")
+    )
+    return planned(SparkHostState, user=spark.user, paths=MANAGED_PATHS, models=models)

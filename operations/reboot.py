@@ -5,8 +5,10 @@ with a plain per-host notice that a reboot is pending and why.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
+from contextlib import contextmanager
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
@@ -18,7 +20,24 @@ from operations.facts import preflight
 from operations.settings import BOOT_MARKER, RUN_DIR, SparkSettings
 
 
+@contextmanager
+def _quiet_paramiko():
+    """paramiko logs a traceback for every refused attempt while sshd is down: expected here."""
+    transport = logging.getLogger("paramiko.transport")
+    level = transport.level
+    transport.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        transport.setLevel(level)
+
+
 def _wait_for_new_boot(state, host, timeout: int, interval: float) -> None:
+    with _quiet_paramiko():
+        _reconnect_after_boot(host, timeout, interval)
+
+
+def _reconnect_after_boot(host, timeout: int, interval: float) -> None:
     """Reconnect until the host answers and the boot marker (on tmpfs /run) is gone."""
     clear_askpass_cache(host)
     host.disconnect()

@@ -37,6 +37,27 @@ RUN_DIR = "/run/spark-deploy"  # tmpfs: whatever is here is gone after a reboot
 REBOOT_PENDING = f"{RUN_DIR}/reboot-pending"
 BOOT_MARKER = f"{RUN_DIR}/boot-marker"
 
+HF_CLI_VENV = "/opt/spark-deploy/hf-cli"
+HF_ENV_FILE = "/etc/spark-deploy/hf.env"  # EnvironmentFile= for engine units
+HF_PROFILE = "/etc/profile.d/spark-deploy-hf.sh"  # login shells
+GAI_CONF = "/etc/gai.conf"
+MEMORY_GUARD = "/usr/local/sbin/spark-memory-guard"
+MEMORY_GUARD_ENV = "/etc/spark-deploy/memory-guard.env"
+DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
+# Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
+OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
+OOM_DROP_IN = "/etc/systemd/system/{unit}.d/spark-deploy-oom.conf"
+# Every file the deploy writes whole; one fact reads all their digests at once.
+MANAGED_PATHS = (
+    HF_ENV_FILE,
+    HF_PROFILE,
+    MEMORY_GUARD,
+    MEMORY_GUARD_ENV,
+    DROP_CACHES,
+    *(OOM_DROP_IN.format(unit=unit) for unit in OOM_PROTECTED_UNITS),
+)
+REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
+
 MAX_SPARKS = 2
 HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PER_HOST_ONLY = ("ssh_host",)
@@ -90,9 +111,82 @@ class SparkSettings(BaseModel):
         description="Deploy to a host whose GPU is not an NVIDIA GB10. Only for hosts you "
         "know are fit; the GB10 profiles may not suit them.",
     )
+    operator_user: str | None = Field(
+        None,
+        min_length=1,
+        description="The Spark user who runs models: owns the model folder and the HF token. "
+        "Unset: ssh_user.",
+    )
+    driver_branch: int = Field(
+        580,
+        ge=500,
+        le=999,
+        description="NVIDIA driver branch to hold with apt-mark (590 deadlocks CUDA graphs on "
+        "GB10). A host without it installed is refused.",
+    )
+    hf_disable_xet: bool = Field(
+        True,
+        description="Set HF_HUB_DISABLE_XET=1 for login shells and engine units (Xet downloads "
+        "fail on a Spark).",
+    )
+    prefer_ipv4: bool = Field(
+        True,
+        description="Prefer IPv4 in name resolution (/etc/gai.conf precedence), since the Hub's "
+        "IPv6 endpoint is unreachable from a Spark.",
+    )
+    hf_cli_version: str = Field(
+        "2.4.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        description="huggingface_hub release whose `hf` command is installed in its own venv "
+        "(/opt/spark-deploy/hf-cli) and linked as /usr/local/bin/hf.",
+    )
+    hf_endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s]+$",
+        description="Hub URL (HF_ENDPOINT) for a mirror. Unset: https://huggingface.co.",
+    )
+    hf_token_env: str = Field(
+        "HF_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable on the laptop holding the HF token. When it is set, "
+        "the token lands in the operator's ~/.cache/huggingface/token (0600).",
+    )
     model_dir: str = Field(
         "/opt/models",
         description="Absolute path of the model folder; preflight reports its free disk.",
+    )
+    model_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Hub repository of the model to serve, downloaded into model_dir/<name> "
+        "unless that folder is already complete. Unset: no download.",
+    )
+    model_revision: str = Field(
+        "main", min_length=1, description="Branch, tag or commit of model_repo to download."
+    )
+    model_base_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Repository to fetch config.json / tokenizer.json from when the model's "
+        "release omits them (the Mistral Small 4 NVFP4 release does).",
+    )
+    draft_model_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Speculative-decoding draft model (EAGLE) repository, downloaded beside the "
+        "model. Unset: none.",
+    )
+    memory_guard_gb: int = Field(
+        70,
+        ge=1,
+        le=128,
+        description="MemAvailable (GB) the memory guard waits for before an engine starts.",
+    )
+    memory_guard_timeout: int = Field(
+        300,
+        ge=10,
+        le=3600,
+        description="Seconds the memory guard waits before it gives up (exit 1).",
     )
 
     @field_validator("model_dir")
@@ -101,6 +195,15 @@ class SparkSettings(BaseModel):
         if not value.startswith("/"):
             raise ValueError("must be an absolute path, such as /opt/models")
         return posixpath.normpath(value)
+
+    @property
+    def user(self) -> str:
+        """The operator user on the Spark (validated to be known)."""
+        return self.operator_user or self.ssh_user or ""
+
+    def model_folder(self, repo: str) -> str:
+        """Where a repository is downloaded: model_dir/<repository name>."""
+        return posixpath.join(self.model_dir, repo.split("/")[-1])
 
 
 KNOWN_KEYS = tuple(SparkSettings.model_fields)
@@ -145,7 +248,15 @@ class Inventory(BaseModel):
         return hosts
 
 
+SECRET_KEYS = ("hf_token", "token", "huggingface_token")
+
+
 def _valid_keys_hint(key: str) -> str:
+    if key in SECRET_KEYS:
+        return (
+            "secrets never go in the inventory; export the token on the laptop "
+            "(HF_TOKEN, or the variable named by hf_token_env)"
+        )
     close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return f"unknown key; {hint}valid keys: {', '.join(KNOWN_KEYS)}"
@@ -226,6 +337,18 @@ def validate_inventory(raw: Any, path: str) -> Inventory:
             for item in error.errors():
                 key = str(item["loc"][0]) if item["loc"] else "?"
                 problems.append(f"{where}, key '{key}'{_source_of(key, own, defaults)}: {_describe(item)}")
+
+    for name, spark in sparks.items():
+        if not spark.user:
+            problems.append(
+                f"{path}: host '{name}', key 'operator_user': required when ssh_user is unset "
+                "(the Spark user who owns the models and the HF token)"
+            )
+        if spark.model_base_repo and not spark.model_repo:
+            problems.append(
+                f"{path}: host '{name}', key 'model_base_repo': only used with model_repo; "
+                "set model_repo or remove it"
+            )
 
     endpoints: dict[tuple[str, int], str] = {}
     for name, spark in sparks.items():

@@ -34,6 +34,7 @@ TWINS_INVENTORY = ROOT / "inventory" / "twins.yml"
 PREFIX = "sparkdeploy-twin"
 LABEL = "sparkdeploy.twin=1"
 SUITE_DEFAULT = "bookworm"
+SITE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
 # What inventory/twins.yml asks of each twin: together they exercise every capability.
 DEMO_HOSTS: dict[str, dict] = {
@@ -240,6 +241,10 @@ def start_twin(name: str, image: str) -> Twin:
     )
     twin = Twin(name=name, container=container, port=port)
     wait_booted(twin)
+    # The site's CA bundle, as a Spark on this network would have it (TLS to the package
+    # registries is intercepted here by a local CA).
+    if Path(SITE_CA_BUNDLE).is_file():
+        docker("cp", "-L", SITE_CA_BUNDLE, f"{container}:{SITE_CA_BUNDLE}")
     public = ssh_key().with_suffix(".pub").read_text()
     twin.exec(
         "install -d -m 700 -o spark -g spark ~spark/.ssh && cat > ~spark/.ssh/authorized_keys"
