@@ -19,8 +19,8 @@ class Scenario:
     inventory: object
     runs: list[DeployRun] = field(default_factory=list)
 
-    def deploy(self, *extra: str) -> DeployRun:
-        result = run_deploy(self.inventory, *extra)
+    def deploy(self, *extra: str, env: dict[str, str] | None = None) -> DeployRun:
+        result = run_deploy(self.inventory, *extra, env=env)
         self.runs.append(result)
         return result
 
@@ -31,15 +31,16 @@ class Scenario:
 @pytest.fixture(scope="class")
 def scenario(request, tmp_path_factory):
     """Create the twins the test class asks for (`twins = {name: {inventory keys}}`,
-    `gpus = {name: nvidia-smi name}`), destroy them when the class is done."""
+    `prepare = {name: shell commands run as root after boot}`), destroy them when the class
+    is done."""
     spec: dict[str, dict] = request.cls.twins
-    gpus: dict[str, str] = getattr(request.cls, "gpus", {})
+    prepare: dict[str, str] = getattr(request.cls, "prepare", {})
     twins = harness.up(tuple(spec), cable=len(spec) == 2)
     try:
         for twin in twins:
             twin.data = dict(spec[twin.name])
-            if twin.name in gpus:
-                twin.exec(f"sed -i 's/^name=.*/name={gpus[twin.name]}/' /etc/spark-twin/gpu.conf")
+            if twin.name in prepare:
+                twin.exec(prepare[twin.name])
         inventory = tmp_path_factory.mktemp(request.cls.__name__) / "inventory.yml"
         made = Scenario({t.name: t for t in twins}, inventory)
         made.write_inventory()
