@@ -167,14 +167,14 @@ class SparkHostState(FactBase):
         pkg nvidia-driver-580-open 580.95.05-0ubuntu1
         pkg python3-venv 3.12.3-0ubuntu2
         hold nvidia-driver-580-open
-        file /etc/spark-deploy/hf.env 5d41402abc4b2a76b9719d911017c592... 644 root root
+        file /etc/spark-deploy/hf.env 5d41402abc4b2a76b9719d911017c592 644 root root
         file /usr/local/sbin/spark-memory-guard -
-        file /home/nvidia/.cache/huggingface/token 9f86d081884c7d659a2feaa0c55ad015... 600 nvidia nvidia
+        file /home/nvidia/.cache/huggingface/token 9f86d081884c7d65 600 nvidia nvidia
         gai 1
         hfcli 2.4.0
         user /home/nvidia nvidia
         sshhome /home/nvidia
-        model {"folder": "/opt/models/X", "exists": true, "marker": "org/X@main", ...}
+        model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
     """
 
     def command(self, user: str, paths: tuple[str, ...], models: tuple[str, ...]) -> str:

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from operations.driver import driver_packages, driver_refusals
 from operations.facts import FileState, SparkHostState
+from tests.unit.samples import docstring_sample
 from tests.unit.test_preflight import facts, settings
 
-STATE_OUTPUT = """\
-pkg nvidia-driver-580-open 580.95.05-0ubuntu1
-pkg python3-venv 3.12.3-0ubuntu2
-hold nvidia-driver-580-open
-file /etc/spark-deploy/hf.env 5d41402abc4b2a76b9719d911017c592 644 root root
-file /usr/local/sbin/spark-memory-guard -
-file /home/nvidia/.cache/huggingface/token 9f86d081884c7d65 600 nvidia nvidia
-gai 1
-hfcli 2.4.0
-user /home/nvidia nvidia
-sshhome /home/nvidia
-model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
-""".splitlines()
+STATE_OUTPUT = docstring_sample(SparkHostState)
 
 
 def host_state(lines=STATE_OUTPUT):

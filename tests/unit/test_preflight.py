@@ -5,20 +5,9 @@ from __future__ import annotations
 from operations.facts import SparkPreflight
 from operations.preflight import refusals, summary
 from operations.settings import SparkSettings
+from tests.unit.samples import docstring_sample
 
-SPARK_OUTPUT = """\
-gpu=GPU 0: NVIDIA GB10 (UUID: GPU-5b2e0c3a-8f41-4d7e-9a36-1c0f6e2d9b71)
-driver=580.95.05
-arch=aarch64
-kernel=6.11.0-1016-nvidia
-os=Ubuntu 24.04.3 LTS
-mem_total_kb=125513548
-mem_available_kb=119203140
-disk_path=/opt
-disk_free_kb=3401563204
-drm_override=1
-reboot_pending=
-""".splitlines()
+SPARK_OUTPUT = docstring_sample(SparkPreflight)
 
 
 def facts(lines=SPARK_OUTPUT, **replace):
