@@ -19,7 +19,7 @@ REPAIRABLE = ("config.json", "tokenizer.json")
 
 def hf_environment(spark: SparkSettings) -> str:
     """The `env` prefix of hf commands: the same settings login shells get."""
-    values = ["HF_HUB_DISABLE_TELEMETRY=1"]
+    values = ["HF_HUB_DISABLE_TELEMETRY=1", "HF_HUB_DISABLE_UPDATE_CHECK=1"]
     if spark.hf_disable_xet:
         values.append("HF_HUB_DISABLE_XET=1")
     if spark.hf_endpoint:

@@ -7,7 +7,7 @@ from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
 
 TOKEN = "hf_twinSecretToken0123456789abcdef"
-TOKEN_ENV = {"HF_TOKEN": TOKEN}
+TOKEN_ENV = {harness.TWIN_TOKEN_ENV: TOKEN}
 TOKEN_FILE = "/home/spark/.cache/huggingface/token"
 
 
@@ -84,10 +84,10 @@ class TestPrepareSpark:
         assert_idempotent(scenario.deploy(env=TOKEN_ENV))
 
     def test_new_token_replaces_the_old_one(self, scenario):
-        run = scenario.deploy(env={"HF_TOKEN": TOKEN + "2"})
+        run = scenario.deploy(env={harness.TWIN_TOKEN_ENV: TOKEN + "2"})
         assert run.returncode == 0, run.explain()
         assert scenario.twins["prep"].read(TOKEN_FILE) == TOKEN + "2"
-        assert_idempotent(scenario.deploy(env={"HF_TOKEN": TOKEN + "2"}))
+        assert_idempotent(scenario.deploy(env={harness.TWIN_TOKEN_ENV: TOKEN + "2"}))
 
 
 SWAP_TO_590 = (

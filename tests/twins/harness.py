@@ -37,9 +37,18 @@ SUITE_DEFAULT = "bookworm"
 SITE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
 # What inventory/twins.yml asks of each twin: together they exercise every capability.
+# The twins' stand-in Hub (tests/twins/standins/hf-hub), and the token it accepts.
+TWIN_HUB = "http://127.0.0.1:5555"
+TWIN_HUB_TOKEN = "hf_twinGatedToken0123456789"
+TWIN_TOKEN_ENV = "SPARK_TWIN_HF_TOKEN"
+MODEL = {
+    "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
+    "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
+    "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle",
+}
 DEMO_HOSTS: dict[str, dict] = {
-    "spark-a": {"allow_reboot": True, "reboot_timeout": 120},  # reboots when a change needs it
-    "spark-b": {},  # may not reboot: the run ends with a pending-reboot notice
+    "spark-a": {"allow_reboot": True, "reboot_timeout": 120, **MODEL},  # reboots when needed
+    "spark-b": {**MODEL},  # may not reboot: the run ends with a pending-reboot notice
 }
 RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
 
@@ -286,6 +295,8 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
             "ssh_key": str(ssh_key()),
             "ssh_known_hosts_file": str(known_hosts(twins)),
             "ssh_strict_host_key_checking": "yes",
+            "hf_endpoint": TWIN_HUB,
+            "hf_token_env": TWIN_TOKEN_ENV,
             **(defaults or {}),
         },
         "sparks": {

@@ -38,3 +38,20 @@ useradd --create-home --shell /bin/bash --groups sudo spark
 echo 'spark ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-spark-twin
 chmod 0440 /etc/sudoers.d/90-spark-twin
 visudo -cf /etc/sudoers.d/90-spark-twin >/dev/null
+
+# The Hugging Face Hub: a stand-in server with small seed repositories, on 127.0.0.1:5555
+# (API) and :5556 (its CDN), started at boot. Its request log shows what was downloaded.
+python3 "$here/hf-hub/seed.py" /opt/spark-twin/hub >/dev/null
+cat > /etc/systemd/system/spark-twin-hub.service <<UNIT
+[Unit]
+Description=Stand-in Hugging Face Hub (Spark twin)
+After=network.target
+
+[Service]
+ExecStart=/usr/bin/python3 $here/hf-hub/fake_hub.py --root /opt/spark-twin/hub --port 5555 --log /var/log/spark-twin-hub.log
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl enable spark-twin-hub.service >/dev/null 2>&1
