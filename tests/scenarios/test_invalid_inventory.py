@@ -7,32 +7,41 @@ any connection attempt.
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
 from tests.twins.runner import run_deploy
 
 
+class Listener:
+    """A TCP socket on 127.0.0.1 standing where an SSH server would be: it counts and
+    closes every connection at once."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.count += 1
+            conn.close()
+
+
 @pytest.fixture
 def listener():
-    """A TCP socket on 127.0.0.1 standing where an SSH server would be."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    sock.setblocking(False)
-    yield sock
-    sock.close()
-
-
-def connections(sock: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except BlockingIOError:
-            return count
-        conn.close()
-        count += 1
+    made = Listener()
+    yield made
+    made.sock.close()
 
 
 CASES = {
@@ -59,7 +68,7 @@ CASES = {
 def test_invalid_inventory_fails_before_any_connection(case, listener, tmp_path):
     text, expected = CASES[case]
     path = tmp_path / "sparks.yml"
-    path.write_text(text.format(port=listener.getsockname()[1]))
+    path.write_text(text.format(port=listener.port))
     run = run_deploy(path)
     assert run.returncode == 2, run.explain()
     assert f"Invalid inventory {path}" in run.stderr
@@ -67,7 +76,7 @@ def test_invalid_inventory_fails_before_any_connection(case, listener, tmp_path)
     for fragment in expected:
         assert f"{path}" in run.stderr and fragment in run.stderr, run.stderr
     assert "Connecting to hosts" not in run.stderr
-    assert connections(listener) == 0
+    assert listener.count == 0
 
 
 def test_missing_inventory_file(tmp_path):
@@ -80,7 +89,8 @@ def test_listener_does_see_a_valid_inventory_connect(listener, tmp_path):
     """The no-connection assertion above can fail: a valid inventory does connect."""
     path = tmp_path / "sparks.yml"
     path.write_text(
-        f"sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {listener.getsockname()[1]}}}\n"
+        f"sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_user: x, ssh_port: {listener.port}}}\n"
     )
-    run_deploy(path, env={"HOME": str(tmp_path)})
-    assert connections(listener) >= 1
+    run = run_deploy(path, env={"HOME": str(tmp_path)})
+    assert "Invalid inventory" not in run.stderr, run.stderr
+    assert listener.count >= 1
