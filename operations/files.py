@@ -29,6 +29,7 @@ def managed_file(
     group: str = "root",
     private_dirs: tuple[str, ...] = (),
     staging_dir: str | None = None,
+    validate: str | None = None,
 ):
     """
     Make the file at ``path`` hold exactly ``content`` with the given mode and owner.
@@ -42,6 +43,9 @@ def managed_file(
       (default: the parent folder is created as root, 0755, when missing)
     + staging_dir: a private (0700) folder to upload through, for secrets; the file is then
       never readable by others, not even while it is copied
+    + validate: command checking the staged file before it goes live, ``{path}`` standing
+      for it (``visudo -cf {path}``); on failure the staged file is removed and nothing
+      changes
 
     **Example:**
 
@@ -78,4 +82,7 @@ def managed_file(
     yield FileUploadCommand(
         StringIO(content), f"{path}.spark-deploy-new", remote_temp_filename=private_upload
     )
-    yield f"{ownership.format(f=staged)} && mv -f {staged} {target}"
+    check = ""
+    if validate:
+        check = f"{{ {validate.format(path=staged)} || {{ rm -f {staged}; exit 1; }}; }} && "
+    yield f"{ownership.format(f=staged)} && {check}mv -f {staged} {target}"
