@@ -9,11 +9,13 @@ operations/, run in order on every Spark. A second run on a prepared Spark chang
 
 from pyinfra import config
 
-from operations import drm, notices, preflight, reboot
+from operations import drm, network, notices, preflight, proof, reboot
 
 config.SUDO = True
 notices.install()
 
 preflight.check_spark()
 drm.remove_drm_override()
+network.configure_qsfp_network()
+proof.prove_qsfp_path()
 reboot.reboot_when_needed()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from gevent.event import AsyncResult
 from pyinfra import host, state
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, Host
 
 from operations.settings import DRM_OVERRIDE_CONF, REBOOT_PENDING
 
@@ -103,15 +105,29 @@ class SparkPreflight(FactBase):
         )
 
 
-_PLANNED: dict[tuple[int, str], Preflight] = {}
+T = TypeVar("T")
+_PLANNED: dict[tuple[int, str, type], AsyncResult] = {}
+
+
+def planned(target: Host, fact: type[FactBase[T]], **arguments: Any) -> T:
+    """
+    A fact of ``target`` (the current host or its peer), gathered once per run: pyinfra 3
+    runs a fact again at every call, and every operation must plan from the same snapshot,
+    taken before any change (operation bodies run again at execution). Hosts are planned
+    in parallel greenlets, and a peer's fact may be asked for by both: the first asker
+    gathers it, the other waits for that answer.
+    """
+    key = (id(state), target.name, fact)
+    if key not in _PLANNED:
+        _PLANNED[key] = answer = AsyncResult()
+        try:
+            answer.set(target.get_fact(fact, **arguments))
+        except BaseException as error:
+            answer.set_exception(error)
+            raise
+    return _PLANNED[key].get()
 
 
 def preflight() -> Preflight:
-    """
-    The current host's preflight fact, gathered once per run. pyinfra 3 runs a fact again
-    at every call; every operation plans from this same snapshot taken before any change.
-    """
-    key = (id(state), host.name)
-    if key not in _PLANNED:
-        _PLANNED[key] = host.get_fact(SparkPreflight, model_dir=host.data.spark.model_dir)
-    return _PLANNED[key]
+    """The current host's preflight fact, gathered once per run."""
+    return planned(host, SparkPreflight, model_dir=host.data.spark.model_dir)

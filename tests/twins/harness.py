@@ -35,12 +35,27 @@ PREFIX = "sparkdeploy-twin"
 LABEL = "sparkdeploy.twin=1"
 SUITE_DEFAULT = "bookworm"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
+RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
+# Where the stand-in RoCE GID tables live in a twin (standins/roce-gids): its sysfs_root.
+TWIN_SYSFS = "/opt/spark-twin/sys"
+
+
+def qsfp_plan(node: int) -> list[dict]:
+    """The qsfp inventory entries of Spark `node` (1 or 2): one subnet per rail."""
+    return [
+        {"interface": rail, "address": f"192.168.{100 + i}.{node}/24"}
+        for i, rail in enumerate(RAILS)
+    ]
+
+
 # What inventory/twins.yml asks of each twin: together they exercise every capability.
 DEMO_HOSTS: dict[str, dict] = {
-    "spark-a": {"allow_reboot": True, "reboot_timeout": 120},  # reboots when a change needs it
-    "spark-b": {},  # may not reboot: the run ends with a pending-reboot notice
+    # reboots when a change needs it
+    "spark-a": {"allow_reboot": True, "reboot_timeout": 120, "sysfs_root": TWIN_SYSFS,
+                "qsfp": qsfp_plan(1)},
+    # may not reboot: the run ends with a pending-reboot notice
+    "spark-b": {"sysfs_root": TWIN_SYSFS, "qsfp": qsfp_plan(2)},
 }
-RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
 
 
 class HarnessError(RuntimeError):
@@ -265,6 +280,28 @@ def link_cable(a: Twin, b: Twin) -> None:
             run("ip", "link", "set", end, "netns", str(twin.pid))
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", end, "name", ifname)
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
+
+
+def rails_connected(twin: Twin) -> bool:
+    """NetworkManager has every QSFP rail of the twin connected."""
+    states = [
+        twin.exec(f"nmcli -t -g GENERAL.STATE device show {rail}", check=False).stdout
+        for rail in RAILS
+    ]
+    return all(state.startswith("100") for state in states)
+
+
+def replug_cable(a: Twin, b: Twin) -> None:
+    """Pull the cable (if a reboot has not taken it already: a twin's reboot is a new
+    network namespace) and plug a new one, then wait until NetworkManager has brought the
+    rails back up by itself."""
+    for twin in (a, b):
+        twin.pid = container_pid(twin.container)
+    for rail in RAILS:  # deleting one end of a veth pair deletes both
+        run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
+    link_cable(a, b)
+    for twin in (a, b):
+        wait_for(lambda: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60)
 
 
 def known_hosts(twins: list[Twin]) -> Path:

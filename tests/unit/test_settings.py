@@ -133,8 +133,11 @@ def test_example_inventory_is_valid():
 def test_readme_documents_every_key_with_its_default():
     readme = open("README.md", encoding="utf-8").read()
     for key, field in SparkSettings.model_fields.items():
-        default = "required" if field.is_required() else field.default
-        default = {None: "unset", True: "true", False: "false"}.get(default, default)
+        default = "required" if field.is_required() else field.get_default(
+            call_default_factory=True
+        )
+        if default is None or isinstance(default, bool):
+            default = {None: "unset", True: "true", False: "false"}[default]
         row = f"| `{key}` | `{default}` |" if default not in ("required", "unset") else (
             f"| `{key}` | {default} |"
         )

@@ -38,3 +38,8 @@ useradd --create-home --shell /bin/bash --groups sudo spark
 echo 'spark ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-spark-twin
 chmod 0440 /etc/sudoers.d/90-spark-twin
 visudo -cf /etc/sudoers.d/90-spark-twin >/dev/null
+
+# The RoCE GID tables of the ConnectX-7 ports, rebuilt on NetworkManager's events as the
+# kernel rebuilds them on address changes (read through sysfs_root=/opt/spark-twin/sys).
+install -d /opt/spark-twin/sys/class/infiniband
+install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin-roce-gids
