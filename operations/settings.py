@@ -194,8 +194,8 @@ class SparkSettings(BaseModel):
                     raise ValueError(f"interface {rail.interface} is listed twice")
                 if rail.network.overlaps(other.network):
                     raise ValueError(
-                        f"{rail.interface} ({rail.address}) and {other.interface} "
-                        f"({other.address}) share a subnet; give each rail its own, such as "
+                        f"{other.interface} ({other.address}) and {rail.interface} "
+                        f"({rail.address}) share a subnet; give each rail its own, such as "
                         "192.168.100.0/24 and 192.168.101.0/24"
                     )
         return rails
@@ -272,6 +272,8 @@ def _describe(error: dict[str, Any]) -> str:
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+    if isinstance(got, (list, dict)):  # a whole list of rails: the message names the rails
+        return message
     return f"{message} (got {got!r})"
 
 

@@ -136,6 +136,19 @@ class TestQsfpPair:
         assert env(scenario.twins["net-a"])["SPARK_NODE_RANK"] == "0"
         assert env(scenario.twins["net-b"])["SPARK_NODE_RANK"] == "1"
 
+    def test_netplan_claim_is_reported(self, scenario):
+        a = scenario.twins["net-a"]
+        a.exec(
+            "mkdir -p /etc/netplan && printf 'network:\\n  version: 2\\n  renderer: networkd\\n"
+            "  ethernets:\\n    enp1s0f0np0:\\n      mtu: 9000\\n' > /etc/netplan/40-cx7.yaml"
+        )
+        run = scenario.deploy()
+        assert_idempotent(run)
+        assert "[net-a] NETPLAN: /etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with " \
+               "the networkd renderer does nothing for it" in run.stderr
+        assert "[net-b] NETPLAN" not in run.stderr
+        a.exec("rm /etc/netplan/40-cx7.yaml")
+
     def test_moved_gid_index_is_refused_with_the_table(self, scenario):
         b = scenario.twins["net-b"]
         # What a Spark can show after a reboot: other GIDs first, RoCE v2 IPv4 at index 5.
@@ -205,6 +218,7 @@ class TestSparkAlone:
         run = scenario.deploy()
         assert_idempotent(run)
         assert run.remote_commands() == {"net-solo": 1}  # preflight only
-        assert "QSFP proven" not in run.stderr and "ping" not in run.stderr
+        assert "QSFP proven" not in run.stderr and "ping -n" not in run.stderr
+        assert "nmcli" not in run.stderr
         assert solo.exec("nmcli -t connection show; ip -o addr").stdout == before
         assert solo.read(ENGINE_ENV) is None
