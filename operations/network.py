@@ -110,7 +110,9 @@ def changes_planned(target: Host) -> bool:
 
 
 def refusals(spark: SparkSettings, facts: Network) -> list[str]:
-    """Why the QSFP interfaces of this host may not be configured (empty when they may)."""
+    """Why the QSFP interfaces of this host may not be configured (empty when they may).
+    A rail that carries the SSH session (a Spark reached through its peer, say) is refused
+    only when it would be changed."""
     if not facts.nmcli:
         return [
             "NetworkManager is not running (nmcli -t -f RUNNING general); the QSFP "
@@ -129,7 +131,7 @@ def refusals(spark: SparkSettings, facts: Network) -> list[str]:
             carries.append(f"the SSH session of this deploy ({facts.ssh_connection})")
         if rail.interface in facts.default_devs:
             carries.append("the default route")
-        if carries:
+        if carries and profile_commands(rail, facts):  # one already as wanted is left alone
             problems.append(
                 f"{where} carries {' and '.join(carries)}; reconfiguring it would cut this "
                 "Spark off. List only the QSFP ports of the cable to the peer under qsfp"

@@ -12,23 +12,19 @@ tables and the proof runs there, so a converged run stays one fact per host.
 from __future__ import annotations
 
 import hashlib
-import shlex
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
-import jinja2
 from pyinfra import host, logger, state
 from pyinfra.api import DeployError, FunctionCommand, Host, OperationError, StringCommand
 from pyinfra.api import deploy, operation
 
+from operations.engine_env import render, write_command
 from operations.network import IP_HEADERS, changes_planned, fact_arguments, network, peer_of
 from operations.network_facts import LINK, Network, QsfpNetwork
 from operations.roce import RailGid, check_gids
 from operations.settings import ENGINE_ENV, SparkSettings
 
 PROOF_TIMEOUT = 20  # seconds for fresh addresses to answer and GID tables to be rebuilt
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 class PathNotProven(DeployError):
@@ -126,58 +122,6 @@ def prove_now(state, host) -> None:
     )
 
 
-@dataclass(frozen=True)
-class EnvRail:
-    interface: str
-    address: str
-    ip: str
-    peer: str
-    dev: str
-    port: int
-    index: int
-
-
-def render(target: Host, found: list[RailGid]) -> str:
-    """The engine environment of a Spark from what the proof found on it."""
-    spark: SparkSettings = target.data.spark
-    peer = peer_of(target)
-    theirs = peer.data.spark.qsfp if peer else []
-    rails = [
-        EnvRail(
-            rail.interface, rail.address, rail.ip, theirs[i].ip if theirs else "",
-            gid.gid.dev, gid.gid.port, gid.gid.index,
-        )
-        for i, (rail, gid) in enumerate(zip(spark.qsfp, found))
-    ]
-    sparks = list(target.inventory)  # the pair, in inventory order: the first is the head
-    template = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    ).get_template("nccl.env.j2")
-    return template.render(
-        host=target.name,
-        path=ENGINE_ENV,
-        rails=rails,
-        gid_index=rails[0].index,
-        head=sparks[0].data.spark.qsfp[0].ip,
-        rank=[spark.name for spark in sparks].index(target.name),
-        nodes=len(sparks),
-    )
-
-
-def write_command(path: str, content: str) -> str:
-    """Replace the file at once (mode 0644, root), creating its folder."""
-    q = shlex.quote
-    folder, new = path.rsplit("/", 1)[0] or "/", f"{path}.new"
-    return (
-        f"install -d -m 0755 {q(folder)} && printf '%s' {q(content)} > {q(new)} && "
-        f"chmod 0644 {q(new)} && chown root:root {q(new)} && mv -f {q(new)} {q(path)}"
-    )
-
-
 @operation()
 def engine_environment(path: str = ENGINE_ENV, prove_first: bool = False):
     """
@@ -219,6 +163,11 @@ def prove_qsfp_path() -> None:
     if not spark.qsfp:
         return
     peer = peer_of(host)
+    if peer is not None and not peer.connected:
+        raise PathNotProven(
+            f"{host.name}: its peer {peer.name} did not connect, so the QSFP path between them "
+            "cannot be proven; nothing was changed on any host. Run again when both answer."
+        )
     prove_first = changes_planned(host) or (peer is not None and changes_planned(peer))
     if not prove_first:
         prove_at_planning()

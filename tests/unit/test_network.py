@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from operations.network import netplan_claims, profile_commands, refusals
 from operations.network_facts import QsfpNetwork
-from operations.proof import proof, render
+from operations.engine_env import render
+from operations.proof import proof
 from operations.roce import check_gids
 from operations.settings import QsfpInterface, SparkSettings
 
@@ -127,6 +128,16 @@ def test_refuses_the_ssh_and_default_route_interface():
         "List only the QSFP ports of the cable to the peer under qsfp"
     ]
     assert refusals(settings(), facts()) == []
+
+
+def test_a_rail_carrying_ssh_is_left_alone_when_it_needs_no_change():
+    """A Spark reached through its peer: the SSH session arrives on its QSFP rail."""
+    through_peer = facts(drop="ssh_dev=", add=("ssh_dev=enp1s0f0np0",))
+    rail_1 = SparkSettings(ssh_host="s", qsfp=[RAIL_1.model_dump()])
+    assert refusals(rail_1, through_peer) == []
+    moved = SparkSettings(ssh_host="s", qsfp=[{**RAIL_1.model_dump(), "mtu": 1500}])
+    [problem] = refusals(moved, through_peer)
+    assert problem.startswith("qsfp rail 1 (enp1s0f0np0) carries the SSH session")
 
 
 def test_refuses_missing_interface_unmanaged_device_and_no_networkmanager():
