@@ -266,19 +266,15 @@ def start_twin(name: str, image: str) -> Twin:
     return twin
 
 
-def _veth_name(a: Twin, rail: int, side: str) -> str:
-    return f"sq{_digest(a.container.encode())[:8]}{rail}{side}"
-
-
 def link_cable(a: Twin, b: Twin) -> None:
-    """Plug the QSFP cable: one veth pair per rail, named like a Spark's ConnectX-7 ports."""
-    for rail, ifname in enumerate(RAILS):
-        end_a, end_b = _veth_name(a, rail, "a"), _veth_name(a, rail, "b")
-        run("ip", "link", "del", end_a, check=False)
-        run("ip", "link", "add", end_a, "type", "veth", "peer", "name", end_b)
-        for end, twin in ((end_a, a), (end_b, b)):
-            run("ip", "link", "set", end, "netns", str(twin.pid))
-            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", end, "name", ifname)
+    """Plug the QSFP cable: one veth pair per rail, made right inside the two twins' network
+    namespaces under the ConnectX-7 port names. NetworkManager sees each port appear under
+    its final name, as a udev-named port on a Spark (a port renamed after it appeared would
+    first get NetworkManager's default DHCP profile)."""
+    for ifname in RAILS:
+        run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "add", ifname, "type", "veth",
+            "peer", "name", ifname, "netns", str(b.pid))
+        for twin in (a, b):
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
 
 
@@ -354,7 +350,7 @@ def down() -> None:
     ids = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
     if ids:
         docker("rm", "-f", *ids)
-    # veth ends left on the host by a half-finished link_cable
+    # veth ends left on the host by link_cable of older harness versions
     for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
         match = re.match(r"\d+: (sq[0-9a-f]{8}\d[ab])[@:]", line)
         if match:
