@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 # Fixed paths on a Spark (not settings: DGX OS decides them).
 DRM_OVERRIDE_CONF = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
@@ -172,9 +179,10 @@ class SparkSettings(BaseModel):
 
     @field_validator("model_dir", "sysfs_root")
     @classmethod
-    def _absolute_path(cls, value: str) -> str:
+    def _absolute_path(cls, value: str, info: ValidationInfo) -> str:
         if not value.startswith("/"):
-            raise ValueError("must be an absolute path, such as /opt/models")
+            example = cls.model_fields[info.field_name].default
+            raise ValueError(f"must be an absolute path, such as {example}")
         return posixpath.normpath(value)
 
     @field_validator("roce_gid_index", mode="wrap")

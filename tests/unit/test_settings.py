@@ -191,7 +191,8 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
         f"{where} 'roce_gid_index' (set under defaults:): must be a GID index (0 or more) or "
         "auto (got -1)",
     ]
-    assert f"{where} 'sysfs_root' (set under defaults:): must be an absolute path" in found[6]
+    assert found[6] == (f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
+                        "path, such as /sys (got 'sys')")
     assert found[7].startswith(f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "
                                "be an IPv4 address with prefix length")
 
