@@ -15,18 +15,15 @@ import posixpath
 import shlex
 
 from pyinfra import host, logger
-from pyinfra.api import DeployError, Host, deploy, operation
+from pyinfra.api import Host, deploy, operation
 
 from operations import notices
 from operations.facts import planned
 from operations.network_facts import Network, QsfpNetwork, profile_name
+from operations.preflight import SparkRefused
 from operations.settings import ENGINE_ENV, QsfpInterface, SparkSettings
 
 IP_HEADERS = 28  # IPv4 (20) + ICMP (8): a full frame's ping payload is MTU - 28
-
-
-class NetworkRefused(DeployError):
-    """The QSFP plan would cut the deploy off or cannot apply; nothing was changed."""
 
 
 def peer_of(target: Host) -> Host | None:
@@ -199,7 +196,7 @@ def configure_qsfp_network() -> None:
     facts = network(host)
     problems = refusals(spark, facts)
     if problems:
-        raise NetworkRefused(
+        raise SparkRefused(
             f"{host.name} refused, nothing was changed on any host: {'; '.join(problems)}."
         )
     for claim in netplan_claims(facts):
