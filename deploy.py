@@ -9,7 +9,18 @@ operations/, run in order on every Spark. A second run on a prepared Spark chang
 
 from pyinfra import config
 
-from operations import drm, driver, huggingface, memory, models, notices, preflight, reboot
+from operations import (
+    drm,
+    driver,
+    huggingface,
+    memory,
+    models,
+    network,
+    notices,
+    preflight,
+    proof,
+    reboot,
+)
 
 config.SUDO = True
 notices.install()
@@ -17,6 +28,8 @@ notices.install()
 preflight.check_spark()
 driver.hold_driver()
 drm.remove_drm_override()
+network.configure_qsfp_network()
+proof.prove_qsfp_path()
 huggingface.configure_huggingface()
 models.prepare_models()
 memory.guard_memory()

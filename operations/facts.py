@@ -8,9 +8,11 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
+from gevent.event import AsyncResult
 from pyinfra import host, state
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, Host
 
 from operations.settings import (
     DRM_OVERRIDE_CONF,
@@ -111,23 +113,32 @@ class SparkPreflight(FactBase):
         )
 
 
-_PLANNED: dict[tuple[int, str, type], object] = {}
+T = TypeVar("T")
+_PLANNED: dict[tuple[int, str, type], AsyncResult] = {}
 
 
-def planned(fact: type[FactBase], **arguments):
+def planned(target: Host, fact: type[FactBase[T]], **arguments: Any) -> T:
     """
-    A fact gathered once per host per run. pyinfra 3 runs a fact again at every call;
-    every operation plans from the same snapshot, taken before any change.
+    A fact of ``target`` (the current host or its peer), gathered once per run: pyinfra 3
+    runs a fact again at every call, and every operation must plan from the same snapshot,
+    taken before any change (operation bodies run again at execution). Hosts are planned
+    in parallel greenlets, and a peer's fact may be asked for by both: the first asker
+    gathers it, the other waits for that answer.
     """
-    key = (id(state), host.name, fact)
+    key = (id(state), target.name, fact)
     if key not in _PLANNED:
-        _PLANNED[key] = host.get_fact(fact, **arguments)
-    return _PLANNED[key]
+        _PLANNED[key] = answer = AsyncResult()
+        try:
+            answer.set(target.get_fact(fact, **arguments))
+        except BaseException as error:
+            answer.set_exception(error)
+            raise
+    return _PLANNED[key].get()
 
 
 def preflight() -> Preflight:
-    """The current host's preflight fact."""
-    return planned(SparkPreflight, model_dir=host.data.spark.model_dir)
+    """The current host's preflight fact, gathered once per run."""
+    return planned(host, SparkPreflight, model_dir=host.data.spark.model_dir)
 
 
 @dataclass(frozen=True)
@@ -260,4 +271,4 @@ def host_state() -> HostState:
         for folder, want, tokenizer in model_folders(spark)
         for part in (folder, want, "1" if tokenizer else "0")
     )
-    return planned(SparkHostState, user=spark.user, paths=MANAGED_PATHS, models=models)
+    return planned(host, SparkHostState, user=spark.user, paths=MANAGED_PATHS, models=models)

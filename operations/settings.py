@@ -23,19 +23,29 @@ README.md documents the same table (a test keeps the two in step).
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import posixpath
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 # Fixed paths on a Spark (not settings: DGX OS decides them).
 DRM_OVERRIDE_CONF = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
 RUN_DIR = "/run/spark-deploy"  # tmpfs: whatever is here is gone after a reboot
 REBOOT_PENDING = f"{RUN_DIR}/reboot-pending"
 BOOT_MARKER = f"{RUN_DIR}/boot-marker"
+ENGINE_ENV = "/etc/spark-deploy/nccl.env"  # what multi-node engines source (NCCL, Gloo, Ray)
+QSFP_PROFILE_PREFIX = "qsfp-"  # NetworkManager profile of a QSFP interface: qsfp-<interface>
 
 HF_CLI_VENV = "/opt/spark-deploy/hf-cli"
 HF_ENV_FILE = "/etc/spark-deploy/hf.env"  # EnvironmentFile= for engine units
@@ -61,6 +71,60 @@ REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
 MAX_SPARKS = 2
 HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 PER_HOST_ONLY = ("ssh_host",)
+
+
+NETDEV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+
+
+class QsfpInterface(BaseModel):
+    """One QSFP interface (one rail of the 400G cable) of a Spark."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    interface: str = Field(
+        description="Network interface of the rail, such as enp1s0f0np0 or enP2p1s0f0np0."
+    )
+    address: str = Field(
+        description="Static IPv4 address with prefix length (CIDR), such as 192.168.100.1/24."
+    )
+    mtu: int = Field(9000, ge=1280, le=9978, description="MTU of the rail (jumbo frames).")
+    ipv6: bool = Field(False, description="IPv6 link-local addresses on the rail.")
+
+    @field_validator("interface")
+    @classmethod
+    def _netdev(cls, value: str) -> str:
+        if not NETDEV_NAME.match(value) or value == "lo":
+            raise ValueError(
+                "must be a network interface name (up to 15 letters, digits, '.', '-', '_'; "
+                "not lo), such as enp1s0f0np0"
+            )
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        example = "such as 192.168.100.1/24"
+        if "/" not in value:
+            raise ValueError(f"must give the prefix length too, {example}")
+        try:
+            address = ipaddress.IPv4Interface(value)
+        except ValueError:
+            raise ValueError(f"must be an IPv4 address with prefix length, {example}") from None
+        network = address.network
+        if address.ip.is_loopback or address.ip.is_multicast or address.ip.is_unspecified:
+            raise ValueError(f"must be a unicast host address, {example}")
+        if network.prefixlen < 31 and address.ip in (network.network_address,
+                                                      network.broadcast_address):
+            raise ValueError(f"is the network or broadcast address of {network}; {example}")
+        return str(address)
+
+    @property
+    def ip(self) -> str:
+        return str(ipaddress.IPv4Interface(self.address).ip)
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Interface(self.address).network
 
 
 class SparkSettings(BaseModel):
@@ -189,11 +253,30 @@ class SparkSettings(BaseModel):
         description="Seconds the memory guard waits before it gives up (exit 1).",
     )
 
-    @field_validator("model_dir")
+    qsfp: list[QsfpInterface] = Field(
+        default_factory=list,
+        description="The Spark's QSFP interfaces, one entry per rail of the cable to its peer: "
+        "`{interface, address (CIDR), mtu (9000), ipv6 (false)}`. Rail N of one Spark is "
+        "cabled to rail N of the other; each rail has its own subnet. Empty: the network is "
+        "left alone.",
+    )
+    roce_gid_index: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        3,
+        description="RoCE GID index the RoCE v2 entry of each QSFP address must have (what "
+        "NCCL_IB_GID_INDEX gets), or `auto` to use whatever index it has.",
+    )
+    sysfs_root: str = Field(
+        "/sys",
+        description="Where sysfs is mounted; the RoCE GID tables are read under "
+        "<sysfs_root>/class/infiniband.",
+    )
+
+    @field_validator("model_dir", "sysfs_root")
     @classmethod
-    def _absolute_path(cls, value: str) -> str:
+    def _absolute_path(cls, value: str, info: ValidationInfo) -> str:
         if not value.startswith("/"):
-            raise ValueError("must be an absolute path, such as /opt/models")
+            example = cls.model_fields[info.field_name].default
+            raise ValueError(f"must be an absolute path, such as {example}")
         return posixpath.normpath(value)
 
     @property
@@ -204,6 +287,29 @@ class SparkSettings(BaseModel):
     def model_folder(self, repo: str) -> str:
         """Where a repository is downloaded: model_dir/<repository name>."""
         return posixpath.join(self.model_dir, repo.split("/")[-1])
+
+    @field_validator("roce_gid_index", mode="wrap")
+    @classmethod
+    def _gid_index(cls, value: Any, handler) -> int | str:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError("must be a GID index (0 or more) or auto") from None
+
+    @field_validator("qsfp")
+    @classmethod
+    def _rails_apart(cls, rails: list[QsfpInterface]) -> list[QsfpInterface]:
+        for i, rail in enumerate(rails):
+            for other in rails[:i]:
+                if rail.interface == other.interface:
+                    raise ValueError(f"interface {rail.interface} is listed twice")
+                if rail.network.overlaps(other.network):
+                    raise ValueError(
+                        f"{other.interface} ({other.address}) and {rail.interface} "
+                        f"({rail.address}) share a subnet; give each rail its own, such as "
+                        "192.168.100.0/24 and 192.168.101.0/24"
+                    )
+        return rails
 
 
 KNOWN_KEYS = tuple(SparkSettings.model_fields)
@@ -251,29 +357,42 @@ class Inventory(BaseModel):
 SECRET_KEYS = ("hf_token", "token", "huggingface_token")
 
 
-def _valid_keys_hint(key: str) -> str:
+def _valid_keys_hint(key: str, known: tuple[str, ...] = KNOWN_KEYS) -> str:
     if key in SECRET_KEYS:
         return (
             "secrets never go in the inventory; export the token on the laptop "
             "(HF_TOKEN, or the variable named by hf_token_env)"
         )
-    close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+    close = difflib.get_close_matches(key, known, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    return f"unknown key; {hint}valid keys: {', '.join(KNOWN_KEYS)}"
+    return f"unknown key; {hint}valid keys: {', '.join(known)}"
+
+
+def _where(loc: tuple) -> str:
+    """("qsfp", 0, "address") -> "key 'qsfp', rail 1, 'address'" (rails count from 1)."""
+    parts = [f"key '{loc[0]}'" if loc else "key '?'"]
+    for part in loc[1:]:
+        parts.append(f"rail {part + 1}" if isinstance(part, int) else f"'{part}'")
+    return ", ".join(parts)
 
 
 def _describe(error: dict[str, Any]) -> str:
     """One pydantic error as a sentence that says what would be valid."""
-    key = str(error["loc"][0]) if error["loc"] else ""
+    loc = error["loc"]
+    nested = len(loc) > 2 and loc[0] == "qsfp"
+    model = QsfpInterface if nested else SparkSettings
+    key = str(loc[-1] if nested else loc[0]) if loc else ""
     kind = error["type"]
     if kind == "extra_forbidden":
-        return _valid_keys_hint(key)
+        return _valid_keys_hint(key, tuple(model.model_fields))
     if kind == "missing":
-        return "required: " + SparkSettings.model_fields[key].description.split(".")[0]
+        return "required: " + model.model_fields[key].description.split(".")[0]
     got = error.get("input")
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
+    if isinstance(got, (list, dict)):  # a whole list of rails: the message names the rails
+        return message
     return f"{message} (got {got!r})"
 
 
@@ -336,7 +455,10 @@ def validate_inventory(raw: Any, path: str) -> Inventory:
         except ValidationError as error:
             for item in error.errors():
                 key = str(item["loc"][0]) if item["loc"] else "?"
-                problems.append(f"{where}, key '{key}'{_source_of(key, own, defaults)}: {_describe(item)}")
+                problems.append(
+                    f"{where}, {_where(item['loc'])}{_source_of(key, own, defaults)}: "
+                    f"{_describe(item)}"
+                )
 
     for name, spark in sparks.items():
         if not spark.user:
@@ -359,10 +481,41 @@ def validate_inventory(raw: Any, path: str) -> Inventory:
                 f"also host '{endpoints[endpoint]}'; each Spark needs its own address"
             )
         endpoints[endpoint] = name
+    problems += _rail_problems(path, sparks)
 
     if problems:
         raise InventoryError(path, problems)
     return Inventory(path=path, sparks=sparks)
+
+
+def _rail_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """The QSFP address plan of a pair: rail N of one Spark is cabled to rail N of the
+    other, so both ends share one subnet, and no address is used twice."""
+    if len(sparks) != 2:
+        return []
+    (first, one), (second, two) = sparks.items()
+    where = f"{path}: host '{second}', key 'qsfp'"
+    if len(one.qsfp) != len(two.qsfp):
+        return [
+            f"{where}: {len(two.qsfp)} rail(s), but host '{first}' has {len(one.qsfp)}; rail N "
+            "of one Spark is cabled to rail N of the other, so list the same number of rails "
+            "on both (or none on either)"
+        ]
+    problems = []
+    addresses = {rail.ip: number for number, rail in enumerate(one.qsfp, start=1)}
+    for number, (a, b) in enumerate(zip(one.qsfp, two.qsfp), start=1):
+        if b.ip in addresses:
+            problems.append(
+                f"{where}, rail {number}, 'address': {b.ip} is also the address of host "
+                f"'{first}' on rail {addresses[b.ip]}; each Spark needs its own address"
+            )
+        elif a.network != b.network:
+            problems.append(
+                f"{where}, rail {number}, 'address': {b.address} is not in {a.network}, the "
+                f"subnet of rail {number} on host '{first}' ({a.address}); both ends of a rail "
+                "share one subnet"
+            )
+    return problems
 
 
 def load_inventory(path: str) -> Inventory:

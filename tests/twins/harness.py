@@ -36,6 +36,19 @@ LABEL = "sparkdeploy.twin=1"
 SUITE_DEFAULT = "bookworm"
 SITE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
+RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
+# Where the stand-in RoCE GID tables live in a twin (standins/roce-gids): its sysfs_root.
+TWIN_SYSFS = "/opt/spark-twin/sys"
+
+
+def qsfp_plan(node: int) -> list[dict]:
+    """The qsfp inventory entries of Spark `node` (1 or 2): one subnet per rail."""
+    return [
+        {"interface": rail, "address": f"192.168.{100 + i}.{node}/24"}
+        for i, rail in enumerate(RAILS)
+    ]
+
+
 # What inventory/twins.yml asks of each twin: together they exercise every capability.
 # The twins' stand-in Hub (tests/twins/standins/hf-hub), and the token it accepts.
 TWIN_HUB = "http://127.0.0.1:5555"
@@ -47,10 +60,12 @@ MODEL = {
     "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle",
 }
 DEMO_HOSTS: dict[str, dict] = {
-    "spark-a": {"allow_reboot": True, "reboot_timeout": 120, **MODEL},  # reboots when needed
-    "spark-b": {**MODEL},  # may not reboot: the run ends with a pending-reboot notice
+    # reboots when a change needs it
+    "spark-a": {"allow_reboot": True, "reboot_timeout": 120, "sysfs_root": TWIN_SYSFS,
+                "qsfp": qsfp_plan(1), **MODEL},
+    # may not reboot: the run ends with a pending-reboot notice
+    "spark-b": {"sysfs_root": TWIN_SYSFS, "qsfp": qsfp_plan(2), **MODEL},
 }
-RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
 
 
 class HarnessError(RuntimeError):
@@ -265,20 +280,38 @@ def start_twin(name: str, image: str) -> Twin:
     return twin
 
 
-def _veth_name(a: Twin, rail: int, side: str) -> str:
-    return f"sq{_digest(a.container.encode())[:8]}{rail}{side}"
-
-
 def link_cable(a: Twin, b: Twin) -> None:
-    """Plug the QSFP cable: one veth pair per rail, named like a Spark's ConnectX-7 ports."""
-    for rail, ifname in enumerate(RAILS):
-        end_a, end_b = _veth_name(a, rail, "a"), _veth_name(a, rail, "b")
-        run("ip", "link", "del", end_a, check=False)
-        run("ip", "link", "add", end_a, "type", "veth", "peer", "name", end_b)
-        for end, twin in ((end_a, a), (end_b, b)):
-            run("ip", "link", "set", end, "netns", str(twin.pid))
-            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", end, "name", ifname)
+    """Plug the QSFP cable: one veth pair per rail, made right inside the two twins' network
+    namespaces under the ConnectX-7 port names. NetworkManager sees each port appear under
+    its final name, as a udev-named port on a Spark (a port renamed after it appeared would
+    first get NetworkManager's default DHCP profile)."""
+    for ifname in RAILS:
+        run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "add", ifname, "type", "veth",
+            "peer", "name", ifname, "netns", str(b.pid))
+        for twin in (a, b):
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
+
+
+def rails_connected(twin: Twin) -> bool:
+    """NetworkManager has every QSFP rail of the twin connected."""
+    states = [
+        twin.exec(f"nmcli -t -g GENERAL.STATE device show {rail}", check=False).stdout
+        for rail in RAILS
+    ]
+    return all(state.startswith("100") for state in states)
+
+
+def replug_cable(a: Twin, b: Twin) -> None:
+    """Pull the cable (if a reboot has not taken it already: a twin's reboot is a new
+    network namespace) and plug a new one, then wait until NetworkManager has brought the
+    rails back up by itself."""
+    for twin in (a, b):
+        twin.pid = container_pid(twin.container)
+    for rail in RAILS:  # deleting one end of a veth pair deletes both
+        run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
+    link_cable(a, b)
+    for twin in (a, b):
+        wait_for(lambda: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60)
 
 
 def known_hosts(twins: list[Twin]) -> Path:
@@ -333,7 +366,7 @@ def down() -> None:
     ids = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
     if ids:
         docker("rm", "-f", *ids)
-    # veth ends left on the host by a half-finished link_cable
+    # veth ends left on the host by link_cable of older harness versions
     for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
         match = re.match(r"\d+: (sq[0-9a-f]{8}\d[ab])[@:]", line)
         if match:

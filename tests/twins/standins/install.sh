@@ -55,3 +55,8 @@ Restart=on-failure
 WantedBy=multi-user.target
 UNIT
 systemctl enable spark-twin-hub.service >/dev/null 2>&1
+
+# The RoCE GID tables of the ConnectX-7 ports, rebuilt on NetworkManager's events as the
+# kernel rebuilds them on address changes (read through sysfs_root=/opt/spark-twin/sys).
+install -d /opt/spark-twin/sys/class/infiniband
+install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin-roce-gids
