@@ -1,0 +1,1 @@
+"""Engines (SGLang, vLLM): flag catalogues, validation, GB10 profiles and rules."""

@@ -1,0 +1,153 @@
+"""Flag validation against the committed catalogues: every problem, with what is valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from operations.engines.flags import (
+    CatalogueNotFound,
+    available_versions,
+    check_flags,
+    load_catalogue,
+    renames,
+    to_argv,
+)
+
+SGLANG, VLLM = ("sglang", "0.5.10"), ("vllm", "0.33.0")
+
+
+def test_valid_flags_pass():
+    assert check_flags(*SGLANG, {"--attention-backend": "triton", "--enable-metrics": True}) == []
+    assert check_flags(*VLLM, {"--no-enable-prefix-caching": True, "--max-model-len": "64k"}) == []
+    assert check_flags(*VLLM, {"-tp": 1, "--attention-backend": "triton_mla"}) == []  # alias, case
+
+
+def test_unknown_flag_names_the_closest_valid_ones():
+    [problem] = check_flags(*SGLANG, {"--mem-fraction": 0.7})
+    assert problem == "--mem-fraction: not a flag of SGLang 0.5.10; closest: --mem-fraction-static"
+    [problem] = check_flags(*SGLANG, {"--zzzz": 1})
+    assert problem.endswith("no close match")
+
+
+def test_every_problem_is_listed_at_once():
+    problems = check_flags(
+        *SGLANG,
+        {
+            "--attention-backend": "flashinfr",
+            "--cuda-graph-max-bs": "32",
+            "--enable-metrics": False,
+            "context-length": 4096,
+            "--stream-output": True,
+        },
+    )
+    assert problems == [
+        "--attention-backend: 'flashinfr' is not one of triton, torch_native, flex_attention, nsa, "
+        "cutlass_mla, fa3, fa4, flashinfer, flashmla, trtllm_mla, trtllm_mha, "
+        "dual_chunk_flash_attn, aiter, wave, intel_amx, ascend, intel_xpu",
+        "--cuda-graph-max-bs: needs an integer (got '32')",
+        "--enable-metrics: takes no value: write true to emit it; leave it out to keep it off "
+        "(got False)",
+        "'context-length': flags are written with their dashes, like --context-length",
+        "--stream-output: deprecated in SGLang 0.5.10; use --incremental-streaming-output",
+    ]
+
+
+def test_booleans_are_flags_without_value_and_point_at_their_no_form():
+    [problem] = check_flags(*VLLM, {"--enable-prefix-caching": False})
+    assert "to turn it off write --no-enable-prefix-caching: true" in problem
+    [problem] = check_flags(*VLLM, {"--enforce-eager": "yes"})
+    assert problem.startswith("--enforce-eager: takes no value")
+
+
+def test_lists_only_where_the_flag_takes_several_values():
+    assert check_flags(*VLLM, {"--cudagraph-capture-sizes": [1, 2, 4]}) == []
+    [problem] = check_flags(*VLLM, {"--cudagraph-capture-sizes": [1, "x"]})
+    assert problem == "--cudagraph-capture-sizes: needs an integer (got 'x')"
+    [problem] = check_flags(*VLLM, {"--max-num-seqs": [1, 2]})
+    assert problem == "--max-num-seqs: takes one value (got the list [1, 2])"
+
+
+def test_long_choice_lists_are_summarised_with_the_closest():
+    [problem] = check_flags(*VLLM, {"--attention-backend": "TRITON_MLAA"})
+    assert problem.startswith(
+        "--attention-backend: 'TRITON_MLAA' is not a choice (closest: TRITON_MLA"
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("--num-nodes", "--nnodes"),
+        ("--master-addr", "--dist-init-addr"),
+        ("--master-port", "--dist-init-addr"),
+        ("--gpu-memory-utilization", "--mem-fraction-static"),
+        ("--max-model-len", "--context-length"),
+        ("--fp8-gemm-runner-backend", "--fp8-gemm-backend"),
+    ],
+)
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.12"])
+def test_report_003_renames_get_the_new_name(old, new, version):
+    [problem] = check_flags("sglang", version, {old: 1})
+    assert problem.startswith(f"{old}: not a flag of SGLang {version}; use {new}")
+
+
+def test_renames_are_checked_against_the_catalogues():
+    """No old name is an SGLang flag in any catalogued release; every new name is in all."""
+    for engine in ("sglang", "vllm"):
+        for rename in renames(engine)["flags"]:
+            for version in available_versions(engine):
+                flags = load_catalogue(engine, version).flags
+                assert rename["old"] not in flags, (engine, version, rename)
+                assert rename["new"] in flags, (engine, version, rename)
+    # The vLLM spellings in report 003's table are vLLM flags indeed.
+    vllm = load_catalogue(*VLLM).flags
+    assert {"--master-addr", "--master-port", "--gpu-memory-utilization", "--max-model-len"} <= set(
+        vllm
+    )
+
+
+def test_a_flag_of_the_other_engine_is_named_as_such():
+    [problem] = check_flags(*SGLANG, {"--max-model-len": 4096})
+    assert (
+        problem
+        == "--max-model-len: not a flag of SGLang 0.5.10; use --context-length (it is a vLLM flag)"
+    )
+    [problem] = check_flags(*VLLM, {"--mem-fraction-static": 0.7})
+    assert problem == (
+        "--mem-fraction-static: not a flag of vLLM 0.33.0; use --gpu-memory-utilization "
+        "(it is an SGLang flag)"
+    )
+
+
+def test_flag_missing_from_this_release_names_the_release_that_has_it():
+    [problem] = check_flags("sglang", "0.5.12", {"--enable-double-sparsity": True})
+    assert problem.startswith(
+        "--enable-double-sparsity: not a flag of SGLang 0.5.12 (it is in SGLang 0.5.10)"
+    )
+
+
+def test_value_renames_give_the_new_value():
+    [problem] = check_flags(*SGLANG, {"--kv-cache-dtype": "fp8"})
+    assert problem == "--kv-cache-dtype: 'fp8' is not a choice in SGLang 0.5.10; use fp8_e4m3"
+
+
+def test_unknown_release_names_the_catalogued_ones():
+    with pytest.raises(CatalogueNotFound, match=r"catalogued: 0\.5\.10, 0\.5\.12"):
+        load_catalogue("sglang", "0.4.0")
+
+
+def test_argv_spells_bools_lists_repeats_and_json():
+    args = {
+        "--no-enable-flashinfer-autotune": True,
+        "--cudagraph-capture-sizes": [1, 2],
+        "--speculative-config": {"method": "eagle", "num_speculative_tokens": 3},
+        "--middleware": ["a.b", "c.d"],
+        "--port": 8000,
+    }
+    assert to_argv(*VLLM, args) == [
+        "--no-enable-flashinfer-autotune",
+        "--cudagraph-capture-sizes", "1", "2",
+        "--speculative-config", '{"method":"eagle","num_speculative_tokens":3}',
+        "--middleware", "a.b", "--middleware", "c.d",
+        "--port", "8000",
+    ]  # fmt: skip

@@ -1,0 +1,171 @@
+"""GB10 profiles: layering, overrides, speculative and multi-node, all within the catalogue."""
+
+from __future__ import annotations
+
+import pytest
+
+from operations.engines.flags import available_versions, check_flags, load_catalogue
+from operations.engines.profiles import (
+    EngineConfigError,
+    MultiNode,
+    effective_args,
+    effective_env,
+    profile,
+)
+from operations.engines.settings import EngineSettings, images
+
+MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
+DRAFT = "/opt/models/Mistral-Small-4-119B-2603-eagle"
+PAIR_HEAD = MultiNode(nodes=2, rank=0, head="10.0.0.1", interface="enp1s0f0np0")
+PAIR_WORKER = MultiNode(nodes=2, rank=1, head="10.0.0.1", interface="enp1s0f0np0")
+VERSIONS = [
+    (engine, version) for engine in ("sglang", "vllm") for version in available_versions(engine)
+]
+
+
+def settings_for(engine: str, version: str, **more) -> EngineSettings:
+    """Settings pinned to ``version`` (with an image of that release when it is not the default)."""
+    default = images()[engine]["default_image"]
+    if images()[engine]["images"].get(default, {}).get("version") == version:
+        return EngineSettings(name=engine, **more)
+    repository = default.split(":")[0]
+    return EngineSettings(name=engine, image=f"{repository}:v{version}-cu130", **more)
+
+
+@pytest.mark.parametrize(("engine", "version"), VERSIONS)
+def test_every_profile_flag_exists_in_its_catalogue(engine, version):
+    """Every flag any profile section can emit is known to every catalogued release."""
+    catalogue = load_catalogue(engine, version)
+    section = profile(engine)
+    always = [section["managed"], section["args"], section["speculative"]["args"]]
+    always += [section["multinode"]["args"], section["multinode"]["worker_args"]]
+    missing = [flag for part in always for flag in part if flag not in catalogue.flags]
+    assert missing == []
+
+
+@pytest.mark.parametrize(("engine", "version"), VERSIONS)
+@pytest.mark.parametrize("draft", [None, DRAFT])
+@pytest.mark.parametrize("multinode", [None, PAIR_HEAD, PAIR_WORKER])
+def test_effective_args_pass_their_catalogue(engine, version, draft, multinode):
+    args = effective_args(settings_for(engine, version), MODEL, draft, multinode)
+    assert check_flags(engine, version, args) == []
+
+
+def test_sglang_profile_is_the_reports_command():
+    args = effective_args(EngineSettings(name="sglang"), MODEL, DRAFT)
+    assert args == {
+        "--model-path": MODEL,
+        "--tokenizer-path": MODEL,
+        "--host": "127.0.0.1",
+        "--port": 30000,
+        "--served-model-name": "Mistral-Small-4-119B-2603-NVFP4",
+        "--context-length": 65536,
+        "--attention-backend": "triton",
+        "--mem-fraction-static": 0.75,
+        "--cuda-graph-max-bs": 32,
+        "--max-running-requests": 16,
+        "--moe-runner-backend": "flashinfer_cutlass",
+        "--speculative-algorithm": "EAGLE",
+        "--speculative-draft-model-path": DRAFT,
+        "--speculative-eagle-topk": 1,
+        "--speculative-num-steps": 3,
+        "--speculative-num-draft-tokens": 4,
+    }
+    assert effective_env(EngineSettings(name="sglang"), DRAFT) == {"SGLANG_ENABLE_SPEC_V2": "True"}
+
+
+def test_vllm_profile_follows_report_002():
+    settings = EngineSettings(
+        name="vllm", served_model_name="mistral-small-4", context_length=131072
+    )
+    args = effective_args(settings, MODEL)
+    assert args["--served-model-name"] == "mistral-small-4" and args["--max-model-len"] == 131072
+    assert args["--attention-backend"] == "TRITON_MLA"
+    assert args["--no-enable-flashinfer-autotune"] is True
+    assert args["--gpu-memory-utilization"] == 0.8
+    assert args["--cudagraph-capture-sizes"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert "--speculative-config" not in args
+    assert effective_env(settings) == {
+        "TORCH_CUDA_ARCH_LIST": "12.1a",
+        "TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas",
+        "VLLM_SKIP_P2P_CHECK": "1",
+    }
+
+
+def test_optional_flags_only_when_the_catalogue_has_them(monkeypatch):
+    from operations.engines import profiles
+
+    monkeypatch.setitem(
+        profile("sglang")["if_supported"], "--moe-runner-backend", "no_such_backend"
+    )
+    monkeypatch.setitem(profile("sglang")["if_supported"], "--no-such-flag", True)
+    args = effective_args(EngineSettings(name="sglang"), MODEL)
+    assert "--moe-runner-backend" not in args and "--no-such-flag" not in args
+    assert profiles.profile("sglang")["args"]["--attention-backend"] == "triton"
+
+
+def test_operator_overrides_replace_drop_and_negate():
+    settings = EngineSettings(
+        name="vllm",
+        args={
+            "--gpu-memory-utilization": 0.85,
+            "--attention-backend": None,
+            "--enable-flashinfer-autotune": True,
+            "--device-memory-utilization": 0.86,  # an alias of --gpu-memory-utilization
+        },
+        env={"VLLM_SKIP_P2P_CHECK": None, "EXTRA": "1"},
+    )
+    args = effective_args(settings, MODEL)
+    assert args["--gpu-memory-utilization"] == 0.86 and "--device-memory-utilization" not in args
+    assert "--attention-backend" not in args
+    assert (
+        args["--enable-flashinfer-autotune"] is True
+        and "--no-enable-flashinfer-autotune" not in args
+    )
+    env = effective_env(settings)
+    assert "VLLM_SKIP_P2P_CHECK" not in env and env["EXTRA"] == "1"
+
+
+def test_speculative_follows_the_draft_model_unless_set():
+    assert "--speculative-algorithm" not in effective_args(EngineSettings(name="sglang"), MODEL)
+    off = EngineSettings(name="sglang", speculative=False)
+    assert "--speculative-algorithm" not in effective_args(off, MODEL, DRAFT)
+    assert effective_env(off, DRAFT) == {}
+    vllm = effective_args(EngineSettings(name="vllm"), MODEL, DRAFT)
+    assert vllm["--speculative-config"] == {
+        "method": "eagle",
+        "model": DRAFT,
+        "num_speculative_tokens": 3,
+    }
+
+
+def test_speculative_without_a_draft_is_refused():
+    with pytest.raises(EngineConfigError) as caught:
+        effective_args(EngineSettings(name="sglang", speculative=True), MODEL)
+    assert caught.value.problems == [
+        "speculative decoding is on but no draft model is configured (draft_model_repo)"
+    ]
+
+
+def test_sglang_pair():
+    head = effective_args(EngineSettings(name="sglang"), MODEL, None, PAIR_HEAD)
+    worker = effective_args(EngineSettings(name="sglang"), MODEL, None, PAIR_WORKER)
+    assert (head["--nnodes"], head["--node-rank"], worker["--node-rank"]) == (2, 0, 1)
+    assert head["--dist-init-addr"] == "10.0.0.1:20000" and head["--tensor-parallel-size"] == 2
+    assert effective_env(EngineSettings(name="sglang"), None, PAIR_HEAD) == {
+        "GLOO_SOCKET_IFNAME": "enp1s0f0np0",
+        "NCCL_SOCKET_IFNAME": "enp1s0f0np0",
+    }
+
+
+def test_vllm_pair_runs_the_worker_headless():
+    head = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_HEAD)
+    worker = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_WORKER)
+    assert head["--master-addr"] == "10.0.0.1" and head["--master-port"] == 29501
+    assert head["--distributed-executor-backend"] == "mp"
+    assert "--headless" not in head and worker["--headless"] is True
+
+
+def test_multinode_rank_must_be_in_the_pair():
+    with pytest.raises(ValueError, match="rank 2 is not in 0..1"):
+        MultiNode(nodes=2, rank=2, head="10.0.0.1", interface="bond0")
