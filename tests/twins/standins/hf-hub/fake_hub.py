@@ -499,7 +499,7 @@ def _s3_error(status: int, code: str, message: str) -> Response:
 
 
 class RequestLog:
-    """One line per request, `ROLE METHOD TARGET STATUS BYTES`, flushed at once."""
+    """One line per request, `ROLE METHOD TARGET STATUS BODY_BYTES`, flushed at once."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -564,17 +564,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
-        sent = 0
-        try:
-            if self.command != "HEAD":
-                sent = self._write_body(response)
-        finally:
-            self.server.log.write(self.server.role, self.command, self.path, response.status, sent)
+        # Logged before the body goes out: once a client has its answer, the line is there.
+        body = 0 if self.command == "HEAD" else length
+        self.server.log.write(self.server.role, self.command, self.path, response.status, body)
+        if body:
+            self._write_body(response)
 
-    def _write_body(self, response: Response) -> int:
+    def _write_body(self, response: Response) -> None:
         if response.file is None:
             self.wfile.write(response.body)
-            return len(response.body)
+            return
         start, end = response.span
         sent = 0
         with response.file.disk.open("rb") as stream:
@@ -582,7 +581,6 @@ class Handler(BaseHTTPRequestHandler):
             while sent < end - start and (chunk := stream.read(min(CHUNK, end - start - sent))):
                 self.wfile.write(chunk)
                 sent += len(chunk)
-        return sent
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silenced: RequestLog writes the one line per request."""
