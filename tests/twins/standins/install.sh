@@ -60,3 +60,13 @@ systemctl enable spark-twin-hub.service >/dev/null 2>&1
 # kernel rebuilds them on address changes (read through sysfs_root=/opt/spark-twin/sys).
 install -d /opt/spark-twin/sys/class/infiniband
 install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin-roce-gids
+
+# Docker and the inference engines: no Docker engine runs in a twin, so `docker` is a stand-in
+# CLI whose containers are processes of the twin (engine/docker), and an SGLang or vLLM command
+# line runs the stand-in engine (engine/engine.py). Containers are recorded in
+# /run/spark-twin-docker (tmpfs: gone at reboot, made again at boot or first use), writable by
+# root and the docker group, as the daemon's socket is. The operator is not in that group.
+chmod 0755 "$here/engine/docker" "$here/engine/engine.py"
+ln -sf "$here/engine/docker" /usr/bin/docker
+groupadd --system docker
+echo 'd /run/spark-twin-docker 2775 root docker -' > /usr/lib/tmpfiles.d/spark-twin-docker.conf

@@ -1,0 +1,68 @@
+"""The docker and engine stand-ins in a twin: an engine container in the foreground of a
+systemd unit, as the deploy's engine units will run it."""
+
+from __future__ import annotations
+
+from tests.twins import harness
+
+MODEL = "/opt/models/tiny"
+UNIT = "eng-sglang"
+PORT = 30000
+RUN = (f"docker run --name {UNIT} --rm --network host --gpus all --ipc host"
+       f" -v {MODEL}:/model:ro lmsysorg/sglang:spark"
+       f" python3 -m sglang.launch_server --model-path /model --port {PORT} --enable-metrics")
+# Inside the twin, with the standard library only (the twin has no curl).
+MODELS = f"""
+import time, urllib.request
+for _ in range(150):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:{PORT}/v1/models", timeout=2).read().decode())
+        break
+    except OSError:
+        time.sleep(0.2)
+else:
+    raise SystemExit("never served")
+"""
+LISTENING = f"""
+import socket
+print(socket.socket().connect_ex(("127.0.0.1", {PORT})) == 0)
+"""
+
+
+def sh(twin: harness.Twin, command: str, input: str | None = None) -> str:
+    return twin.exec(command, input=input).stdout.strip()
+
+
+class TestEngineUnderSystemd:
+    twins = {"eng-standin": {}}
+    prepare = {"eng-standin": (
+        f"mkdir -p {MODEL} && echo '{{\"model_type\": \"llama\"}}' > {MODEL}/config.json"
+        f" && echo '{{}}' > {MODEL}/tokenizer.json")}
+
+    def test_unit_serves_the_model(self, scenario):
+        twin = scenario.twins["eng-standin"]
+        sh(twin, f"systemd-run --unit={UNIT} {RUN}")
+        assert '"id": "/model"' in sh(twin, "python3 -", input=MODELS)
+        assert sh(twin, f"systemctl is-active {UNIT}") == "active"
+
+    def test_docker_sees_the_container(self, scenario):
+        twin = scenario.twins["eng-standin"]
+        assert sh(twin, "docker ps --format '{{.Names}}'") == UNIT
+        assert sh(twin, f"docker inspect -f '{{{{.State.Running}}}}' {UNIT}") == "true"
+        journal = sh(twin, f"journalctl -u {UNIT} --no-pager")
+        assert "The server is fired up and ready to roll!" in journal
+
+    def test_systemctl_stop_stops_the_container(self, scenario):
+        twin = scenario.twins["eng-standin"]
+        sh(twin, f"systemctl stop {UNIT}")
+        assert sh(twin, "docker ps -a --format '{{.Names}}'") == ""
+        assert sh(twin, "python3 -", input=LISTENING) == "False"
+        journal = sh(twin, f"journalctl -u {UNIT} --no-pager")
+        assert "INFO:     Application shutdown complete." in journal
+        assert f"{UNIT}.service: Deactivated successfully." in journal  # docker run exited 0
+
+    def test_the_operator_needs_the_docker_group(self, scenario):
+        twin = scenario.twins["eng-standin"]
+        denied = twin.exec("su - spark -c 'docker ps'", check=False)
+        assert denied.returncode == 1
+        assert "permission denied while trying to connect to the Docker daemon socket" in denied.stderr
