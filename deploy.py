@@ -12,6 +12,7 @@ from pyinfra import config
 from operations import (
     drm,
     driver,
+    engine,
     huggingface,
     memory,
     models,
@@ -33,4 +34,5 @@ proof.prove_qsfp_path()
 huggingface.configure_huggingface()
 models.prepare_models()
 memory.guard_memory()
+engine.serve_model()
 reboot.reboot_when_needed()

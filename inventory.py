@@ -15,7 +15,11 @@ from operations.settings import load_inventory as _load_inventory
 _path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
 
 try:
-    sparks = _load_inventory(_path).pyinfra_hosts()
+    _inventory = _load_inventory(_path)
 except _InventoryError as _error:
     print(_error, file=_sys.stderr)
     _sys.exit(2)
+
+for _warning in _inventory.warnings:
+    print(f"warning: {_warning}", file=_sys.stderr)
+sparks = _inventory.pyinfra_hosts()

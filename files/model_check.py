@@ -1,9 +1,11 @@
+#!/usr/bin/env python3
 """
 Check model folders on a Spark: are the files an engine needs there and non-empty, and was
 the folder completed by the deploy (its marker names the repository and revision)?
 
     python3 model_check.py FOLDER WANT TOKENIZER [FOLDER WANT TOKENIZER ...]   # one JSON line each
     python3 model_check.py --seal FOLDER WANT TOKENIZER     # verify, then write the marker
+    python3 model_check.py --verify FOLDER WANT TOKENIZER   # exit 1 naming what is missing
 
 WANT is "repo@revision"; TOKENIZER is 1 when the engine needs tokenizer.json there (the
 model) and 0 when not (a draft head). Runs on the Spark's own python3, standard library only.
@@ -47,19 +49,23 @@ def check(folder, want, needs_tokenizer):
 
 
 def main(argv):
-    seal = argv[:1] == ["--seal"]
-    args = argv[1:] if seal else argv
+    mode = argv[0] if argv[:1] in (["--seal"], ["--verify"]) else ""
+    args = argv[1:] if mode else argv
     for i in range(0, len(args), 3):
         folder, want, needs_tokenizer = args[i], args[i + 1], args[i + 2] == "1"
         result = check(folder, want, needs_tokenizer)
-        if not seal:
+        if not mode:
             print(json.dumps(result))
             continue
         problems = result["missing"] + [name + " (empty)" for name in result["empty"]]
         if not result["exists"] or problems:
-            print(f"model folder {folder} is incomplete after download: "
+            when = "after download" if mode == "--seal" else "for the engine"
+            print(f"model folder {folder} is incomplete {when}: "
                   f"{', '.join(problems) or 'folder missing'}", file=sys.stderr)
             return 1
+        if mode == "--verify":
+            print(f"model folder {folder} has every file an engine needs")
+            continue
         with open(os.path.join(folder, MARKER), "w") as f:
             f.write(want + "\n")
         print(f"model folder {folder} complete ({want})")

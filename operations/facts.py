@@ -16,6 +16,10 @@ from pyinfra.api import FactBase, Host
 
 from operations.settings import (
     DRM_OVERRIDE_CONF,
+    ENGINE_ENV_FILE,
+    ENGINE_SUDOERS,
+    ENGINE_SUDOERS_GLOB,
+    ENGINE_UNIT_GLOB,
     GAI_CONF,
     HF_CLI_VENV,
     MANAGED_PATHS,
@@ -160,6 +164,8 @@ class HostState:
     user_group: str
     ssh_home: str  # home of the SSH login user (private upload staging lives there)
     models: dict[str, dict]  # model folder -> model_check.py result
+    units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
+    owned: frozenset[str]  # engine units and sudoers files the deploy wrote earlier
 
 
 MODEL_CHECK = (Path(__file__).resolve().parents[1] / "files" / "model_check.py").read_text()
@@ -186,9 +192,18 @@ class SparkHostState(FactBase):
         user /home/nvidia nvidia
         sshhome /home/nvidia
         model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
+        unit spark-engine-sglang.service active enabled
+        owned /etc/systemd/system/spark-engine-sglang.service
+        owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
     """
 
-    def command(self, user: str, paths: tuple[str, ...], models: tuple[str, ...]) -> str:
+    def command(
+        self,
+        user: str,
+        paths: tuple[str, ...],
+        models: tuple[str, ...],
+        units: tuple[str, ...] = (),
+    ) -> str:
         quoted_user = shlex.quote(user)
         files = " ".join(shlex.quote(path) for path in paths)
         return "\n".join(
@@ -209,6 +224,14 @@ class SparkHostState(FactBase):
                 'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
                 f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
                 'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
+                f"for f in {ENGINE_UNIT_GLOB} {ENGINE_SUDOERS_GLOB}; do"
+                ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done',
+                *(
+                    f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
+                    f' "$(systemctl is-active {shlex.quote(unit)})"'
+                    f' "$(systemctl is-enabled {shlex.quote(unit)} 2>/dev/null || echo absent)"'
+                    for unit in units
+                ),
                 *(
                     [f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
                      " | sed 's/^/model /'"]
@@ -224,6 +247,8 @@ class SparkHostState(FactBase):
         files: dict[str, FileState | None] = {}
         values: dict[str, str] = {}
         models: dict[str, dict] = {}
+        units: dict[str, tuple[str, str]] = {}
+        owned: set[str] = set()
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
@@ -236,6 +261,10 @@ class SparkHostState(FactBase):
             elif kind == "model":
                 result = json.loads(rest)
                 models[result["folder"]] = result
+            elif kind == "unit" and len(fields) == 3:
+                units[fields[0]] = (fields[1], fields[2])
+            elif kind == "owned" and fields:
+                owned.add(fields[0])
             else:
                 values[kind] = rest.strip()
         home, _, group = values.get("user", "").partition(" ")
@@ -249,6 +278,8 @@ class SparkHostState(FactBase):
             user_group=group,
             ssh_home=values.get("sshhome", ""),
             models=models,
+            units=units,
+            owned=frozenset(owned),
         )
 
 
@@ -271,4 +302,20 @@ def host_state() -> HostState:
         for folder, want, tokenizer in model_folders(spark)
         for part in (folder, want, "1" if tokenizer else "0")
     )
-    return planned(host, SparkHostState, user=spark.user, paths=MANAGED_PATHS, models=models)
+    plan = host.data.get("engine_plan")
+    units = (plan.unit,) if plan else ()
+    paths = MANAGED_PATHS + engine_paths(plan)
+    return planned(
+        host, SparkHostState, user=spark.user, paths=paths, models=models, units=units
+    )
+
+
+def engine_paths(plan) -> tuple[str, ...]:
+    """The files the deploy writes for an engine plan: environment, unit, sudoers."""
+    if plan is None:
+        return ()
+    return (
+        ENGINE_ENV_FILE.format(name=plan.container),
+        f"/etc/systemd/system/{plan.unit}",
+        ENGINE_SUDOERS.format(name=plan.container),
+    )

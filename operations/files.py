@@ -20,6 +20,12 @@ def digest(content: str) -> str:
     return hashlib.sha256(content.encode()).hexdigest()
 
 
+def differs(path: str, content: str, mode: str = "644", user: str = "root",
+            group: str = "root") -> bool:
+    """Whether ``managed_file`` with these arguments would change the file."""
+    return host_state().files.get(path) != FileState(digest(content), mode, user, group)
+
+
 @operation()
 def managed_file(
     path: str,
@@ -58,11 +64,11 @@ def managed_file(
             mode="755",
         )
     """
-    current = host_state().files.get(path)
-    wanted = FileState(digest(content), mode, user, group)
-    if current == wanted:
+    if not differs(path, content, mode, user, group):
         host.noop(f"{path} is up to date")
         return
+    current = host_state().files.get(path)
+    wanted = FileState(digest(content), mode, user, group)
     target = shlex.quote(path)
     ownership = f"chown {user}:{group} {{f}} && chmod {mode} {{f}}"
     if current is not None and current.sha256 == wanted.sha256:

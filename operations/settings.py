@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from operations.engines.plan import EnginePlan, plan_sparks
+from operations.engines.settings import EngineSettings
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -54,6 +56,13 @@ GAI_CONF = "/etc/gai.conf"
 MEMORY_GUARD = "/usr/local/sbin/spark-memory-guard"
 MEMORY_GUARD_ENV = "/etc/spark-deploy/memory-guard.env"
 DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
+ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
+MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
+ENGINE_UNIT_GLOB = "/etc/systemd/system/spark-engine-*.service"
+ENGINE_ENV_FILE = "/etc/spark-deploy/{name}.env"  # the container's --env-file
+# sudo skips files in sudoers.d whose names contain a dot: the staged copy never goes live.
+ENGINE_SUDOERS = "/etc/sudoers.d/spark-deploy-{name}"
+ENGINE_SUDOERS_GLOB = "/etc/sudoers.d/spark-deploy-*"
 # Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
 OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
 OOM_DROP_IN = "/etc/systemd/system/{unit}.d/spark-deploy-oom.conf"
@@ -64,6 +73,8 @@ MANAGED_PATHS = (
     MEMORY_GUARD,
     MEMORY_GUARD_ENV,
     DROP_CACHES,
+    ENGINE_HEALTH,
+    MODEL_CHECK_BIN,
     *(OOM_DROP_IN.format(unit=unit) for unit in OOM_PROTECTED_UNITS),
 )
 REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
@@ -253,6 +264,11 @@ class SparkSettings(BaseModel):
         description="Seconds the memory guard waits before it gives up (exit 1).",
     )
 
+    engine: EngineSettings | None = Field(
+        None,
+        description="The inference engine this Spark serves its model with, as a systemd unit: "
+        "`{name: sglang|vllm, image, args, env, port, bind, ...}` (see Engines). Unset: none.",
+    )
     qsfp: list[QsfpInterface] = Field(
         default_factory=list,
         description="The Spark's QSFP interfaces, one entry per rail of the cable to its peer: "
@@ -329,10 +345,12 @@ class InventoryError(Exception):
 class Inventory(BaseModel):
     """The validated inventory: Spark name -> settings, in file order."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     path: str
     sparks: dict[str, SparkSettings]
+    engine_plans: dict[str, EnginePlan] = {}
+    warnings: list[str] = []
 
     def pyinfra_hosts(self) -> list[tuple[str, dict[str, Any]]]:
         """The hosts as pyinfra wants them: (name, host data) with the settings attached."""
@@ -343,6 +361,7 @@ class Inventory(BaseModel):
                 "ssh_port": spark.ssh_port,
                 "ssh_strict_host_key_checking": spark.ssh_strict_host_key_checking,
                 "spark": spark,
+                "engine_plan": self.engine_plans.get(name),
             }
             optional = {
                 "ssh_user": spark.ssh_user,
@@ -379,8 +398,10 @@ def _where(loc: tuple) -> str:
 def _describe(error: dict[str, Any]) -> str:
     """One pydantic error as a sentence that says what would be valid."""
     loc = error["loc"]
-    nested = len(loc) > 2 and loc[0] == "qsfp"
-    model = QsfpInterface if nested else SparkSettings
+    nested_models = {"qsfp": (QsfpInterface, 3), "engine": (EngineSettings, 2)}
+    model, depth = nested_models.get(loc[0] if loc else "", (SparkSettings, 1))
+    nested = len(loc) >= depth > 1
+    model = model if nested else SparkSettings
     key = str(loc[-1] if nested else loc[0]) if loc else ""
     kind = error["type"]
     if kind == "extra_forbidden":
@@ -482,10 +503,17 @@ def validate_inventory(raw: Any, path: str) -> Inventory:
             )
         endpoints[endpoint] = name
     problems += _rail_problems(path, sparks)
+    plans, engine_problems, warnings = plan_sparks(sparks)
+    problems += [f"{path}: {problem}" for problem in engine_problems]
 
     if problems:
         raise InventoryError(path, problems)
-    return Inventory(path=path, sparks=sparks)
+    return Inventory(
+        path=path,
+        sparks=sparks,
+        engine_plans=plans,
+        warnings=[f"{path}: {warning}" for warning in warnings],
+    )
 
 
 def _rail_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:

@@ -59,12 +59,14 @@ MODEL = {
     "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
     "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle",
 }
+# SGLang across the pair (QSFP), with a conflicting GPU service the twins also have.
+ENGINE = {"name": "sglang", "other_gpu_services": ["twin-tts.service"]}
 DEMO_HOSTS: dict[str, dict] = {
     # reboots when a change needs it
     "spark-a": {"allow_reboot": True, "reboot_timeout": 120, "sysfs_root": TWIN_SYSFS,
-                "qsfp": qsfp_plan(1), **MODEL},
+                "qsfp": qsfp_plan(1), **MODEL, "engine": ENGINE},
     # may not reboot: the run ends with a pending-reboot notice
-    "spark-b": {"sysfs_root": TWIN_SYSFS, "qsfp": qsfp_plan(2), **MODEL},
+    "spark-b": {"sysfs_root": TWIN_SYSFS, "qsfp": qsfp_plan(2), **MODEL, "engine": ENGINE},
 }
 
 
@@ -329,6 +331,7 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
             "ssh_known_hosts_file": str(known_hosts(twins)),
             "ssh_strict_host_key_checking": "yes",
             "hf_endpoint": TWIN_HUB,
+            "memory_guard_gb": 1,  # a twin has what this machine has, not 128 GB
             "hf_token_env": TWIN_TOKEN_ENV,
             **(defaults or {}),
         },

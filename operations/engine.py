@@ -1,0 +1,177 @@
+"""
+The engine service: one systemd unit per engine, rendered from the plan made (and checked
+against the engine's flag catalogue and the GB10 rules) before any host was touched; a
+sudoers file that lets the operator start, stop, restart and see it, and nothing else; and
+a health check after every start.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
+from pyinfra.operations import systemd
+
+from operations.engines.plan import EnginePlan
+from operations.facts import engine_paths, host_state, model_folders
+from operations.files import differs, managed_file
+from operations.settings import (
+    DROP_CACHES,
+    ENGINE_ENV,
+    ENGINE_HEALTH,
+    HF_ENV_FILE,
+    MEMORY_GUARD,
+    MODEL_CHECK_BIN,
+    SparkSettings,
+)
+from operations.templates import file_text, render
+
+DOCKER = "/usr/bin/docker"
+HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
+
+
+def systemd_word(word: str) -> str:
+    """One command-line word as systemd's ExecStart reads it (quotes, % and $ escaped)."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word and not any(c in word for c in ' "\'\\;\t'):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def docker_run(plan: EnginePlan, env_files: list[str]) -> list[str]:
+    """The `docker run` command line of the unit, one systemd word each."""
+    words = [DOCKER, "run", "--name", plan.container, "--gpus", "all", "--network", "host",
+             "--ipc", "host"]
+    for env_file in env_files:
+        words += ["--env-file", env_file]
+    for folder in plan.mounts:
+        words += ["-v", f"{folder}:{folder}:ro"]
+    words += [*plan.docker_args, plan.image, *plan.argv]
+    return [systemd_word(word) for word in words]
+
+
+def unit_text(plan: EnginePlan, spark: SparkSettings, env_file: str) -> str:
+    multinode = plan.nodes > 1
+    env_files = [HF_ENV_FILE, *([ENGINE_ENV] if multinode else []), env_file]
+    return render(
+        "engine.service.j2",
+        plan=plan,
+        hf_env=HF_ENV_FILE,
+        nccl_env=ENGINE_ENV if multinode else None,
+        drop_caches=DROP_CACHES,
+        memory_guard=MEMORY_GUARD,
+        guard_gb=spark.memory_guard_gb,
+        guard_timeout=spark.memory_guard_timeout,
+        model_check=MODEL_CHECK_BIN,
+        model_checks=[
+            (shlex.quote(folder), shlex.quote(want), "1" if tokenizer else "0")
+            for folder, want, tokenizer in model_folders(spark)
+        ],
+        docker_run=docker_run(plan, env_files),
+    )
+
+
+def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
+    command = StringCommand(ENGINE_HEALTH, "--port", str(port), "--unit", unit,
+                            "--timeout", str(timeout))
+    ok, output = host.run_shell_command(command, _sudo=True)
+    if not ok:
+        raise OperationError(f"{unit} did not become healthy:\n{output.output}")
+    logger.info(f"{host.print_prefix}{output.stdout.strip().splitlines()[-1]}")
+
+
+@operation()
+def serving(unit: str, port: int, restart: bool = False, health: bool = True,
+            timeout: int = HEALTH_TIMEOUT):
+    """
+    Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
+    not active, then wait (bounded, with progress) until it answers /v1/models and a
+    one-token chat completion.
+
+    + unit: the systemd unit
+    + port: the engine's API port on 127.0.0.1
+    + restart: restart even when it is running (its unit or environment changed)
+    + health: run the health check after a start (only the head of a pair serves the API)
+    + timeout: seconds the health check waits
+
+    **Example:**
+
+    .. code:: python
+
+        engine.serving(unit="spark-engine-sglang.service", port=30000)
+    """
+    active, enabled = host_state().units.get(unit, ("inactive", "absent"))
+    if enabled != "enabled":
+        yield f"systemctl enable {unit}"
+    if restart or active != "active":
+        yield f"systemctl {'restart' if active == 'active' else 'start'} {unit}"
+    elif enabled == "enabled":
+        host.noop(f"{unit} is enabled and running")
+        return
+    if health:
+        yield FunctionCommand(_check_health, (unit, port, timeout), {})
+
+
+@operation()
+def retired(paths: list[str]):
+    """
+    Remove engine units and sudoers files the deploy wrote earlier and no longer plans,
+    stopping and disabling a unit first.
+
+    + paths: the unit and sudoers files to remove
+
+    **Example:**
+
+    .. code:: python
+
+        engine.retired(paths=["/etc/systemd/system/spark-engine-vllm.service"])
+    """
+    if not paths:
+        host.noop("no retired engine files")
+        return
+    for path in paths:
+        if path.endswith(".service"):
+            unit = path.rsplit("/", 1)[1]
+            yield f"systemctl disable --now {unit} || true"
+        yield f"rm -f {shlex.quote(path)}"
+    yield "systemctl daemon-reload"
+
+
+@deploy("Serve the model with the engine")
+def serve_model() -> None:
+    spark: SparkSettings = host.data.spark
+    plan: EnginePlan | None = host.data.get("engine_plan")
+    state = host_state()
+    managed_file(name="Install spark-engine-health", path=ENGINE_HEALTH,
+                 content=file_text("spark-engine-health"), mode="755")
+    managed_file(name="Install spark-model-check", path=MODEL_CHECK_BIN,
+                 content=file_text("model_check.py"), mode="755")
+    planned = set(engine_paths(plan))
+    retired(name="Retire engine units no longer planned",
+            paths=sorted(path for path in state.owned if path not in planned))
+    if plan is None:
+        return
+    env_file, unit_file, sudoers_file = engine_paths(plan)
+    env_text = render("engine.env.j2", plan=plan)
+    unit = unit_text(plan, spark, env_file)
+    restart = differs(env_file, env_text) or differs(unit_file, unit)
+    managed_file(name=f"Write the {plan.engine} container environment", path=env_file,
+                 content=env_text)
+    unit_op = managed_file(name=f"Write {plan.unit}", path=unit_file, content=unit)
+    managed_file(
+        name=f"Let {spark.user} start, stop, restart and see {plan.unit} (sudoers)",
+        path=sudoers_file,
+        content=render("engine-sudoers.j2", user=spark.user, unit=plan.unit,
+                       unit_base=plan.unit_base),
+        mode="440",
+        validate="visudo -cf {path}",
+    )
+    systemd.daemon_reload(name="Reload systemd units", _if=unit_op.did_change)
+    serving(
+        name=f"Run {plan.unit} and check it answers",
+        unit=plan.unit,
+        port=plan.port,
+        restart=restart,
+        health=plan.serves_api,
+    )

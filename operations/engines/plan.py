@@ -1,0 +1,148 @@
+"""
+The engine plan of one Spark, made from validated settings before any host is touched:
+the unit and container names, the exact command line, the environment, the mounts, the
+services it conflicts with, and its place in a pair. Every flag is checked against the
+pinned release's catalogue and every GB10 rule; the operations only render what is here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .flags import to_argv
+from .profiles import EngineConfigError, MultiNode, effective_args, effective_env
+from .rules import Violation, check_rules
+from .settings import EngineSettings
+
+# What starts the server inside each engine's image (vLLM's image entrypoint is `vllm serve`).
+LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": []}
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    engine: str
+    image: str
+    unit: str  # systemd unit file name, e.g. spark-engine-sglang.service
+    container: str
+    argv: tuple[str, ...]  # after the image: launcher and flags
+    env: tuple[tuple[str, str], ...]  # the container's environment, sorted
+    mounts: tuple[str, ...]  # host folders mounted read-only at the same path
+    port: int
+    bind: str
+    served_model_name: str
+    conflicts: tuple[str, ...]
+    docker_args: tuple[str, ...]
+    nodes: int = 1
+    rank: int = 0
+
+    @property
+    def serves_api(self) -> bool:
+        """Only the head of a pair answers the OpenAI API."""
+        return self.rank == 0
+
+    @property
+    def unit_base(self) -> str:
+        return self.unit.removesuffix(".service")
+
+    def command_line(self) -> str:
+        """The docker run options and engine arguments, shell-quoted, for logs and docs."""
+        return " ".join(shlex.quote(word) for word in (*self.docker_args, self.image, *self.argv))
+
+
+class EnginePlanError(ValueError):
+    """The engine cannot be planned: every problem and every breached rule is listed."""
+
+    def __init__(self, problems: list[str], warnings: list[str]):
+        self.problems = problems
+        self.warnings = warnings
+        super().__init__("; ".join(problems))
+
+
+def plan_engine(
+    settings: EngineSettings,
+    model_folder: str | None,
+    draft_folder: str | None,
+    multinode: MultiNode | None = None,
+) -> tuple[EnginePlan, list[str]]:
+    """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start."""
+    if model_folder is None:
+        raise EnginePlanError(["an engine needs a model: set model_repo"], [])
+    try:
+        args = effective_args(settings, model_folder, draft_folder, multinode)
+    except EngineConfigError as error:
+        raise EnginePlanError(error.problems, []) from None
+    env = effective_env(settings, draft_folder, multinode)
+    violations: list[Violation] = check_rules(settings, args, env)
+    errors = [str(v) for v in violations if v.severity == "error"]
+    warnings = [str(v) for v in violations if v.severity != "error"]
+    if settings.bind == "0.0.0.0":
+        warnings.append(
+            "engine.bind 0.0.0.0 exposes the engine's API, which has no authentication, on "
+            "every interface; prefer 127.0.0.1 behind a reverse proxy"
+        )
+    if errors:
+        raise EnginePlanError(errors, warnings)
+    base = f"spark-engine-{settings.name}"
+    plan = EnginePlan(
+        engine=settings.name,
+        image=settings.image,
+        unit=f"{base}.service",
+        container=base,
+        argv=(*LAUNCHERS[settings.name], *to_argv(settings.name, settings.version, args)),
+        env=tuple(sorted(env.items())),
+        mounts=tuple(folder for folder in (model_folder, draft_folder) if folder),
+        port=settings.port,
+        bind=settings.bind,
+        served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
+        conflicts=tuple(settings.other_gpu_services),
+        docker_args=tuple(settings.docker_args),
+        nodes=multinode.nodes if multinode else 1,
+        rank=multinode.rank if multinode else 0,
+    )
+    return plan, warnings
+
+
+def plan_sparks(sparks: dict) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
+    """
+    Plan the engine of every Spark that has one (``sparks``: name -> SparkSettings, in
+    inventory order). Two Sparks with the same engine and a QSFP link serve one model as a
+    pair: the first is the head (rank 0), reached over its first rail.
+    Returns the plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
+    """
+    plans: dict[str, EnginePlan] = {}
+    problems: list[str] = []
+    warnings: list[str] = []
+    engines = {name: spark for name, spark in sparks.items() if spark.engine is not None}
+    pair = len(engines) == 2 and all(spark.qsfp for spark in engines.values())
+    names = list(engines)
+    if pair:
+        first, second = (engines[name].engine for name in names)
+        if (first.name, first.image, first.version) != (second.name, second.image, second.version):
+            problems.append(
+                f"host '{names[1]}', key 'engine': a pair serves one model with one engine; "
+                f"{names[0]} runs {first.name} {first.image}, {names[1]} runs "
+                f"{second.name} {second.image}. Give both the same engine (under defaults:)"
+            )
+            return plans, problems, warnings
+        if first.name == "vllm":
+            problems.append(
+                f"host '{names[0]}', key 'engine': vLLM across two Sparks (a Ray head and "
+                "worker unit) is not supported yet; serve vLLM on one Spark, or SGLang on the pair"
+            )
+            return plans, problems, warnings
+    head = engines[names[0]].qsfp[0].ip if pair else ""
+    for rank, (name, spark) in enumerate(engines.items()):
+        multinode = (
+            MultiNode(nodes=2, rank=rank, head=head, interface=spark.qsfp[0].interface)
+            if pair else None
+        )
+        model = spark.model_folder(spark.model_repo) if spark.model_repo else None
+        draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
+        try:
+            plans[name], found = plan_engine(spark.engine, model, draft, multinode)
+        except EnginePlanError as error:
+            problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
+            found = error.warnings
+        warnings += [f"host '{name}', key 'engine': {warning}" for warning in found]
+    return plans, problems, warnings
