@@ -117,7 +117,7 @@ def serving(unit: str, port: int, restart: bool = False, health: bool = True,
 def retired(paths: list[str]):
     """
     Remove engine units and sudoers files the deploy wrote earlier and no longer plans,
-    stopping and disabling a unit first.
+    stopping and disabling a unit and removing its container first.
 
     + paths: the unit and sudoers files to remove
 
@@ -133,7 +133,9 @@ def retired(paths: list[str]):
     for path in paths:
         if path.endswith(".service"):
             unit = path.rsplit("/", 1)[1]
+            container = unit.removesuffix(".service")  # the plan names both alike
             yield f"systemctl disable --now {unit} || true"
+            yield f"{DOCKER} rm -f {container} >/dev/null 2>&1 || true"
         yield f"rm -f {shlex.quote(path)}"
     yield "systemctl daemon-reload"
 
