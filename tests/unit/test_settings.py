@@ -230,3 +230,11 @@ def test_pair_lists_the_same_rails_on_both():
                               "'spark-1' has 2")
     [problem] = problems(pair(rails(1), []))
     assert "0 rail(s), but host 'spark-1' has 2" in problem
+
+
+def test_readme_documents_every_engine_key():
+    from operations.engines.settings import EngineSettings
+
+    readme = open("README.md", encoding="utf-8").read()
+    for key in EngineSettings.model_fields:
+        assert f"| `engine.{key}` |" in readme, f"README.md lacks the row for engine.{key}"
