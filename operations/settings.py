@@ -188,7 +188,7 @@ class SparkSettings(BaseModel):
     )
     operator_user: str | None = Field(
         None,
-        min_length=1,
+        pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
         description="The Spark user who runs models: owns the model folder and the HF token. "
         "Unset: ssh_user.",
     )

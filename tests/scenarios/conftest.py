@@ -19,8 +19,9 @@ class Scenario:
     inventory: object
     runs: list[DeployRun] = field(default_factory=list)
 
-    def deploy(self, *extra: str, env: dict[str, str] | None = None) -> DeployRun:
-        result = run_deploy(self.inventory, *extra, env=env)
+    def deploy(self, *extra: str, env: dict[str, str] | None = None,
+               deploy: str = "deploy.py") -> DeployRun:
+        result = run_deploy(self.inventory, *extra, env=env, deploy=deploy)
         self.runs.append(result)
         return result
 

@@ -137,3 +137,19 @@ class TestEngineService:
         assert twin.exec(f"test -e {SUDOERS}", check=False).returncode != 0
         assert "spark-engine-sglang" not in twin.exec("docker ps -a").stdout
         assert_idempotent(scenario.deploy(env=TOKEN_ENV))
+
+
+class TestBrokenSudoers:
+    """A sudoers file that visudo rejects never reaches /etc/sudoers.d, and sudo still works."""
+
+    twins = {"sudoers": {}}
+
+    def test_rejected_before_it_goes_live(self, scenario):
+        twin = scenario.twins["sudoers"]
+        run = scenario.deploy(deploy="tests/scenarios/deploys/broken_sudoers.py")
+        assert run.returncode != 0
+        assert "syntax error" in run.stderr or "parse error" in run.stderr, run.explain()
+        listing = twin.exec("ls -A /etc/sudoers.d").stdout.split()
+        assert not any(name.startswith("spark-deploy-broken") for name in listing), listing
+        assert twin.exec("visudo -c", check=False).returncode == 0
+        assert twin.exec("su - spark -c 'sudo -n true'", check=False).returncode == 0
