@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from operations.settings import DRM_OVERRIDE_CONF, REBOOT_PENDING
 from tests.scenarios.conftest import assert_idempotent

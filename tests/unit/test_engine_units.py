@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from operations.engine import docker_run, systemd_word, unit_text
+from operations.engine import systemd_word, unit_text
 from operations.settings import validate_inventory
 from operations.templates import render
 
