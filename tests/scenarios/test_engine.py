@@ -152,3 +152,20 @@ class TestBrokenSudoers:
         assert not any(name.startswith("spark-deploy-broken") for name in listing), listing
         assert twin.exec("visudo -c", check=False).returncode == 0
         assert twin.exec("su - spark -c 'sudo -n true'", check=False).returncode == 0
+
+
+CRASH = "RuntimeError: CUDA error: invalid device function"
+
+
+class TestEngineThatCrashes:
+    """An engine that dies while loading fails the deploy, showing its last journal lines."""
+
+    twins = {"crash": {**harness.MODEL, "engine": {"name": "sglang"}}}
+    prepare = {"crash": f"echo '{CRASH}' > /etc/spark-twin/engine-fail"}
+
+    def test_health_check_fails_with_the_journal(self, scenario):
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert run.returncode != 0
+        assert "spark-engine-sglang.service did not become healthy" in run.stderr, run.explain()
+        assert "last journal lines of spark-engine-sglang.service" in run.stderr
+        assert CRASH in run.stderr
