@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo test unit
+.PHONY: setup docker twins-up twins-down demo bench test unit
 
 setup: $(STAMP)
 
@@ -23,6 +23,9 @@ twins-down: setup docker
 
 demo: setup docker
 	$(PY) -m tests.twins demo
+
+bench: setup docker
+	$(PY) -m tests.twins bench
 
 test: setup docker
 	$(PY) -m pytest

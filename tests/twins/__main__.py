@@ -20,8 +20,11 @@ def main(argv: list[str]) -> int:
         elif command == "demo":
             from tests.twins.demo import demo
             return demo()
+        elif command == "bench":
+            from tests.twins.bench import bench
+            return bench()
         else:
-            print(__doc__ + "\nusage: python -m tests.twins up|down|demo", file=sys.stderr)
+            print(__doc__ + "\nusage: python -m tests.twins up|down|demo|bench", file=sys.stderr)
             return 2
     except harness.HarnessError as error:
         print(f"twins: {error}", file=sys.stderr)

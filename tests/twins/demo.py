@@ -34,18 +34,28 @@ def deploy(title: str) -> tuple[float, dict[str, str]]:
     return seconds, totals
 
 
-def demo() -> int:
+def fresh_pair() -> list[harness.Twin]:
+    """Remove every twin, boot a new pair and write inventory/twins.yml for it."""
     harness.down()
     started = time.monotonic()
     twins = harness.up()
     harness.write_inventory(twins, harness.TWINS_INVENTORY)
     print(f"twins: {', '.join(t.name for t in twins)} booted in "
           f"{time.monotonic() - started:.1f}s; inventory/twins.yml written")
-    first_s, first = deploy("First run")
+    return twins
+
+
+def replug_after_reboot(twins: list[harness.Twin]) -> None:
+    """A twin's reboot is a new container network namespace: the cable went with it."""
     if any(harness.reboot_count(t) for t in twins):
-        # A twin's reboot is a new container network namespace: the cable went with it.
         harness.replug_cable(*twins)
         print("twins: a twin rebooted; QSFP cable plugged in again")
+
+
+def demo() -> int:
+    twins = fresh_pair()
+    first_s, first = deploy("First run")
+    replug_after_reboot(twins)
     second_s, second = deploy("Second run")
     changed_again = second["success"] not in ("-", "0") or second["error"] not in ("-", "0")
     print("\n=== Summary")
