@@ -14,6 +14,7 @@ from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, 
 from pyinfra.operations import systemd
 
 from operations.engines.plan import EnginePlan
+from operations.engines.signatures import diagnose
 from operations.facts import engine_paths, host_state, model_folders
 from operations.files import differs, managed_file
 from operations.settings import (
@@ -77,7 +78,10 @@ def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
                             "--timeout", str(timeout))
     ok, output = host.run_shell_command(command, _sudo=True)
     if not ok:
-        raise OperationError(f"{unit} did not become healthy:\n{output.output}")
+        found = diagnose(output.output)
+        known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
+            "\n  no known GB10 failure signature matched; the journal lines are above")
+        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}")
     logger.info(f"{host.print_prefix}{output.stdout.strip().splitlines()[-1]}")
 
 

@@ -169,3 +169,6 @@ class TestEngineThatCrashes:
         assert "spark-engine-sglang.service did not become healthy" in run.stderr, run.explain()
         assert "last journal lines of spark-engine-sglang.service" in run.stderr
         assert CRASH in run.stderr
+        assert ("matches flashinfer-invalid-device-function (GB10 rule "
+                "sglang-flashinfer-attention)") in run.stderr
+        assert "Fix: Use --attention-backend triton" in run.stderr
