@@ -13,7 +13,7 @@ from tests.twins import harness
 UNIT = "spark-engine-sglang.service"
 UNIT_FILE = f"/etc/systemd/system/{UNIT}"
 SUDOERS = "/etc/sudoers.d/spark-deploy-spark-engine-sglang"
-TOKEN_ENV = {harness.TWIN_TOKEN_ENV: harness.TWIN_HUB_TOKEN}
+TOKEN_ENV = harness.HUB_TOKEN_ENV
 # An operator without blanket sudo (the twin's `spark` login has it, as the deploy needs),
 # and another GPU service of the kind the reports run beside the engine (a TTS server).
 PREPARE = (

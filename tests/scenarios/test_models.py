@@ -10,7 +10,7 @@ EAGLE = "/opt/models/Mistral-Small-4-119B-2603-eagle"
 HUB = "/opt/spark-twin/hub"
 BASE = f"{HUB}/mistralai/Mistral-Small-4-119B-2603"
 HUB_LOG = "/var/log/spark-twin-hub.log"
-TOKEN_ENV = {harness.TWIN_TOKEN_ENV: harness.TWIN_HUB_TOKEN}
+TOKEN_ENV = harness.HUB_TOKEN_ENV
 REIMAGE = (
     "rm -rf /opt/spark-deploy /usr/local/bin/hf /etc/spark-deploy /home/spark/.cache"
     " /etc/profile.d/spark-deploy-hf.sh /usr/local/sbin/spark-*"

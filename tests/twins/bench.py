@@ -12,7 +12,7 @@ from tests.twins.demo import fresh_pair, replug_after_reboot
 from tests.twins.runner import DeployRun, run_deploy
 
 NOOP_RUNS = 5
-TOKEN_ENV = {harness.TWIN_TOKEN_ENV: harness.TWIN_HUB_TOKEN}
+TOKEN_ENV = harness.HUB_TOKEN_ENV
 
 
 def run(title: str) -> DeployRun:

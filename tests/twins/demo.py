@@ -21,7 +21,7 @@ def deploy(title: str) -> tuple[float, dict[str, str]]:
     print(f"\n=== {title}: pyinfra inventory.py deploy.py (SPARK_INVENTORY=inventory/twins.yml)",
           flush=True)
     env = {**os.environ, "SPARK_INVENTORY": str(harness.TWINS_INVENTORY),
-           harness.TWIN_TOKEN_ENV: harness.TWIN_HUB_TOKEN}
+           **harness.HUB_TOKEN_ENV}
     started = time.monotonic()
     done = subprocess.run([str(PYINFRA), "-y", "inventory.py", "deploy.py"], cwd=harness.ROOT,
                           env=env, stderr=subprocess.PIPE, text=True)

@@ -54,6 +54,7 @@ def qsfp_plan(node: int) -> list[dict]:
 TWIN_HUB = "http://127.0.0.1:5555"
 TWIN_HUB_TOKEN = "hf_twinGatedToken0123456789"
 TWIN_TOKEN_ENV = "SPARK_TWIN_HF_TOKEN"
+HUB_TOKEN_ENV = {TWIN_TOKEN_ENV: TWIN_HUB_TOKEN}  # the laptop environment of a twin deploy
 MODEL = {
     "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
     "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
