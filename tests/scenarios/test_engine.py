@@ -172,3 +172,40 @@ class TestEngineThatCrashes:
         assert ("matches flashinfer-invalid-device-function (GB10 rule "
                 "sglang-flashinfer-attention)") in run.stderr
         assert "Fix: Use --attention-backend triton" in run.stderr
+
+
+def pair_spark(node: int) -> dict:
+    return {**harness.MODEL, "sysfs_root": harness.TWIN_SYSFS, "qsfp": harness.qsfp_plan(node),
+            "engine": {"name": "sglang"}}
+
+
+class TestSglangPair:
+    """Two Sparks on the QSFP cable serve one model: ranks, the head's QSFP address, the
+    proof's socket interfaces in both containers, the health check on the head."""
+
+    twins = {"pair-a": pair_spark(1), "pair-b": pair_spark(2)}
+
+    def test_converge(self, scenario):
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert run.returncode == 0, run.explain()
+        assert "[pair-a] spark-engine-health: ready after" in run.stderr
+        assert "[pair-b] spark-engine-health" not in run.stderr  # only the head serves the API
+
+    def test_idempotence(self, scenario):
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert_idempotent(run)
+        assert run.remote_commands() == {"pair-a": 3, "pair-b": 3}
+
+    def test_both_nodes_run_their_rank(self, scenario):
+        head_address = harness.qsfp_plan(1)[0]["address"].split("/")[0]
+        for rank, name in enumerate(("pair-a", "pair-b")):
+            twin = scenario.twins[name]
+            assert state(twin) == "active"
+            args = twin.exec("docker inspect -f '{{json .Args}}' spark-engine-sglang").stdout
+            assert f'"--node-rank","{rank}"' in args.replace(" ", "")
+            assert f'"--dist-init-addr","{head_address}:20000"' in args.replace(" ", "")
+            assert '"--nnodes","2"' in args.replace(" ", "")
+            env = twin.exec("docker inspect -f '{{json .Config.Env}}' spark-engine-sglang").stdout
+            assert "GLOO_SOCKET_IFNAME=enp1s0f0np0" in env
+            assert "NCCL_SOCKET_IFNAME=enp1s0f0np0" in env
+            assert "NCCL_IB_GID_INDEX=3" in env
