@@ -255,7 +255,8 @@ class SparkSettings(BaseModel):
         70,
         ge=1,
         le=128,
-        description="MemAvailable (GB) the memory guard waits for before an engine starts.",
+        description="MemAvailable (GiB, as `free -g` counts) the memory guard waits for before an "
+        "engine starts.",
     )
     memory_guard_timeout: int = Field(
         300,

@@ -7,7 +7,6 @@ pinned release's catalogue and every GB10 rule; the operations only render what 
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from .flags import to_argv
@@ -44,10 +43,6 @@ class EnginePlan:
     @property
     def unit_base(self) -> str:
         return self.unit.removesuffix(".service")
-
-    def command_line(self) -> str:
-        """The docker run options and engine arguments, shell-quoted, for logs and docs."""
-        return " ".join(shlex.quote(word) for word in (*self.docker_args, self.image, *self.argv))
 
 
 class EnginePlanError(ValueError):

@@ -14,7 +14,6 @@ mirror, and cached by a hash of its inputs.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -375,15 +374,3 @@ def down() -> None:
         match = re.match(r"\d+: (sq[0-9a-f]{8}\d[ab])[@:]", line)
         if match:
             run("ip", "link", "del", match.group(1), check=False)
-
-
-def twins_from_docker() -> list[Twin]:
-    """The running twins (for `down` and for tests that attach to `make twins-up`)."""
-    out = docker("ps", "--filter", f"label={LABEL}", "--format", "{{json .}}").stdout
-    twins = []
-    for line in out.splitlines():
-        info = json.loads(line)
-        match = re.search(r"127\.0\.0\.1:(\d+)->22", info["Ports"])
-        name = info["Names"].removeprefix(f"{PREFIX}-")
-        twins.append(Twin(name=name, container=info["Names"], port=int(match.group(1))))
-    return twins
