@@ -559,14 +559,14 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, response: Response) -> None:
         start, end = response.span
         length = end - start if response.file is not None else len(response.body)
+        # Logged before anything goes out: once a client has its answer, the line is there.
+        body = 0 if self.command == "HEAD" else length
+        self.server.log.write(self.server.role, self.command, self.path, response.status, body)
         self.send_response(response.status)
         for name, value in {"X-Request-Id": str(uuid.uuid4()), **response.headers}.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
-        # Logged before the body goes out: once a client has its answer, the line is there.
-        body = 0 if self.command == "HEAD" else length
-        self.server.log.write(self.server.role, self.command, self.path, response.status, body)
         if body:
             self._write_body(response)
 
