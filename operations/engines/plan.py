@@ -41,6 +41,11 @@ class EnginePlan:
         return self.rank == 0
 
     @property
+    def units(self) -> tuple[str, ...]:
+        """Every systemd unit this plan runs on its Spark, the one serving the API first."""
+        return (self.unit,)
+
+    @property
     def unit_base(self) -> str:
         return self.unit.removesuffix(".service")
 
