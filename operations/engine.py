@@ -12,8 +12,9 @@ import shlex
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
 
-from operations.engines.plan import EnginePlan
+from operations.engines.plan import EnginePlan, EngineService
 from operations.engines.signatures import diagnose
 from operations.facts import engine_paths, host_state, model_folders
 from operations.files import differs, managed_file
@@ -23,13 +24,17 @@ from operations.settings import (
     ENGINE_HEALTH,
     HF_ENV_FILE,
     MEMORY_GUARD,
+    ENGINE_ENV_FILE,
+    ENGINE_SUDOERS,
     MODEL_CHECK_BIN,
+    RAY_WAIT,
     SparkSettings,
 )
 from operations.templates import file_text, render
 
 DOCKER = "/usr/bin/docker"
 HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
+RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minutes
 
 
 def systemd_word(word: str) -> str:
@@ -40,24 +45,59 @@ def systemd_word(word: str) -> str:
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def docker_run(plan: EnginePlan, env_files: list[str]) -> list[str]:
-    """The `docker run` command line of the unit, one systemd word each."""
-    words = [DOCKER, "run", "--name", plan.container, "--gpus", "all", "--network", "host",
+def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
+    """The `docker run` command line of a service with a container of its own."""
+    words = [DOCKER, "run", "--name", service.container, "--gpus", "all", "--network", "host",
              "--ipc", "host"]
     for env_file in env_files:
         words += ["--env-file", env_file]
     for folder in plan.mounts:
         words += ["-v", f"{folder}:{folder}:ro"]
-    words += [*plan.docker_args, plan.image, *plan.argv]
-    return [systemd_word(word) for word in words]
+    if service.entrypoint:
+        words += ["--entrypoint", service.entrypoint]
+    return [*words, *plan.docker_args, plan.image, *service.command]
 
 
-def unit_text(plan: EnginePlan, spark: SparkSettings, env_file: str) -> str:
+def exec_pid_file(service: EngineService) -> str:
+    """Where, in the container, a `docker exec` service keeps its pid: docker does not pass
+    a signal to the command it runs, so the unit's stop signals it by that pid."""
+    return f"/tmp/{service.unit_base}.pid"
+
+
+def start_command(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
+    if not service.part_of:
+        return docker_run(plan, service, env_files)
+    record = f'echo $$ > {exec_pid_file(service)} && exec "$@"'
+    return [DOCKER, "exec", service.container, "sh", "-c", record, "sh", *service.command]
+
+
+def stop_command(service: EngineService) -> list[str]:
+    if not service.part_of:
+        return [DOCKER, "stop", "-t", "60", service.container]
+    signal = f'kill -TERM "$(cat {exec_pid_file(service)})"'
+    return [DOCKER, "exec", service.container, "sh", "-c", signal]
+
+
+def description(plan: EnginePlan, service: EngineService) -> str:
+    serving = f"{plan.engine} serving {plan.served_model_name}"
+    return {
+        "server": serving + (f", node {plan.rank} of a pair" if plan.nodes > 1 else ""),
+        "ray-head": f"Ray head of the pair for {serving}",
+        "ray-worker": f"Ray worker of the pair for {serving}",
+    }[service.role]
+
+
+def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings,
+              env_file: str) -> str:
+    """The systemd unit of one service of the plan."""
     multinode = plan.nodes > 1
     env_files = [HF_ENV_FILE, *([ENGINE_ENV] if multinode else []), env_file]
+    wait = [RAY_WAIT, *service.wait, "--timeout", str(RAY_WAIT_TIMEOUT)] if service.wait else []
     return render(
         "engine.service.j2",
         plan=plan,
+        service=service,
+        description=description(plan, service),
         hf_env=HF_ENV_FILE,
         nccl_env=ENGINE_ENV if multinode else None,
         drop_caches=DROP_CACHES,
@@ -69,7 +109,10 @@ def unit_text(plan: EnginePlan, spark: SparkSettings, env_file: str) -> str:
             (shlex.quote(folder), shlex.quote(want), "1" if tokenizer else "0")
             for folder, want, tokenizer in model_folders(spark)
         ],
-        docker_run=docker_run(plan, env_files),
+        wait=[systemd_word(word) for word in wait],
+        start=[systemd_word(word) for word in start_command(plan, service, env_files)],
+        stop=[systemd_word(word) for word in stop_command(service)],
+        start_timeout=spark.memory_guard_timeout + 120 + (RAY_WAIT_TIMEOUT if wait else 0),
     )
 
 
@@ -86,8 +129,8 @@ def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
 
 
 @operation()
-def serving(unit: str, port: int, restart: bool = False, health: bool = True,
-            timeout: int = HEALTH_TIMEOUT):
+def serving(unit: str, port: int, restart: bool = False, follows: bool = False,
+            health: bool = True, timeout: int = HEALTH_TIMEOUT):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
     not active, then wait (bounded, with progress) until it answers /v1/models and a
@@ -96,6 +139,8 @@ def serving(unit: str, port: int, restart: bool = False, health: bool = True,
     + unit: the systemd unit
     + port: the engine's API port on 127.0.0.1
     + restart: restart even when it is running (its unit or environment changed)
+    + follows: the unit it is part of was (re)started in this run, which restarted it too
+      when it was running: check its health all the same
     + health: run the health check after a start (only the head of a pair serves the API)
     + timeout: seconds the health check waits
 
@@ -110,9 +155,10 @@ def serving(unit: str, port: int, restart: bool = False, health: bool = True,
         yield f"systemctl enable {unit}"
     if restart or active != "active":
         yield f"systemctl {'restart' if active == 'active' else 'start'} {unit}"
-    elif enabled == "enabled":
-        host.noop(f"{unit} is enabled and running")
-        return
+    elif not follows:
+        if enabled == "enabled":
+            host.noop(f"{unit} is enabled and running")
+            return
     if health:
         yield FunctionCommand(_check_health, (unit, port, timeout), {})
 
@@ -153,31 +199,42 @@ def serve_model() -> None:
                  content=file_text("spark-engine-health"), mode="755")
     managed_file(name="Install spark-model-check", path=MODEL_CHECK_BIN,
                  content=file_text("model_check.py"), mode="755")
+    managed_file(name="Install spark-ray-wait", path=RAY_WAIT,
+                 content=file_text("spark-ray-wait"), mode="755")
     planned = set(engine_paths(plan))
     retired(name="Retire engine units no longer planned",
             paths=sorted(path for path in state.owned if path not in planned))
     if plan is None:
         return
-    env_file, unit_file, sudoers_file = engine_paths(plan)
+    env_file = ENGINE_ENV_FILE.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
-    unit = unit_text(plan, spark, env_file)
-    restart = differs(env_file, env_text) or differs(unit_file, unit)
+    env_changed = differs(env_file, env_text)
     managed_file(name=f"Write the {plan.engine} container environment", path=env_file,
                  content=env_text)
-    unit_op = managed_file(name=f"Write {plan.unit}", path=unit_file, content=unit)
-    managed_file(
-        name=f"Let {spark.user} start, stop, restart and see {plan.unit} (sudoers)",
-        path=sudoers_file,
-        content=render("engine-sudoers.j2", user=spark.user, unit=plan.unit,
-                       unit_base=plan.unit_base),
-        mode="440",
-        validate="visudo -cf {path}",
-    )
-    systemd.daemon_reload(name="Reload systemd units", _if=unit_op.did_change)
-    serving(
-        name=f"Run {plan.unit} and check it answers",
-        unit=plan.unit,
-        port=plan.port,
-        restart=restart,
-        health=plan.serves_api,
-    )
+    changed: dict[str, bool] = {}
+    unit_ops = []
+    for service in plan.services:
+        unit_file = f"/etc/systemd/system/{service.unit}"
+        unit = unit_text(plan, service, spark, env_file)
+        changed[service.unit] = differs(unit_file, unit)
+        unit_ops.append(managed_file(name=f"Write {service.unit}", path=unit_file, content=unit))
+        managed_file(
+            name=f"Let {spark.user} start, stop, restart and see {service.unit} (sudoers)",
+            path=ENGINE_SUDOERS.format(name=service.unit_base),
+            content=render("engine-sudoers.j2", user=spark.user, unit=service.unit,
+                           unit_base=service.unit_base),
+            mode="440",
+            validate="visudo -cf {path}",
+        )
+    systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
+    for service in plan.services:
+        # A service in another unit's container is restarted with that unit (BindsTo=).
+        follows = bool(service.part_of) and (env_changed or changed[service.part_of])
+        serving(
+            name=f"Run {service.unit}" + (" and check it answers" if service.serves_api else ""),
+            unit=service.unit,
+            port=plan.port,
+            restart=(env_changed or changed[service.unit]) and not follows,
+            follows=follows,
+            health=service.serves_api,
+        )

@@ -303,7 +303,7 @@ def host_state() -> HostState:
         for part in (folder, want, "1" if tokenizer else "0")
     )
     plan = host.data.get("engine_plan")
-    units = (plan.unit,) if plan else ()
+    units = plan.units if plan else ()
     paths = MANAGED_PATHS + engine_paths(plan)
     return planned(
         host, SparkHostState, user=spark.user, paths=paths, models=models, units=units
@@ -311,11 +311,14 @@ def host_state() -> HostState:
 
 
 def engine_paths(plan) -> tuple[str, ...]:
-    """The files the deploy writes for an engine plan: environment, unit, sudoers."""
+    """The files the deploy writes for an engine plan: the container environment, and a
+    unit and a sudoers file per service."""
     if plan is None:
         return ()
     return (
-        ENGINE_ENV_FILE.format(name=plan.container),
-        f"/etc/systemd/system/{plan.unit}",
-        ENGINE_SUDOERS.format(name=plan.container),
+        ENGINE_ENV_FILE.format(name=plan.name),
+        *(path for service in plan.services for path in (
+            f"/etc/systemd/system/{service.unit}",
+            ENGINE_SUDOERS.format(name=service.unit_base),
+        )),
     )

@@ -58,6 +58,7 @@ MEMORY_GUARD_ENV = "/etc/spark-deploy/memory-guard.env"
 DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
 ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
 MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
+RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
 ENGINE_UNIT_GLOB = "/etc/systemd/system/spark-engine-*.service"
 ENGINE_ENV_FILE = "/etc/spark-deploy/{name}.env"  # the container's --env-file
 # sudo skips files in sudoers.d whose names contain a dot: the staged copy never goes live.
@@ -75,6 +76,7 @@ MANAGED_PATHS = (
     DROP_CACHES,
     ENGINE_HEALTH,
     MODEL_CHECK_BIN,
+    RAY_WAIT,
     *(OOM_DROP_IN.format(unit=unit) for unit in OOM_PROTECTED_UNITS),
 )
 REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"

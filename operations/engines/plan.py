@@ -10,21 +10,45 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .flags import to_argv
-from .profiles import EngineConfigError, MultiNode, effective_args, effective_env
+from .profiles import EngineConfigError, MultiNode, effective_args, effective_env, profile
 from .rules import Violation, check_rules
 from .settings import EngineSettings
 
 # What starts the server inside each engine's image (vLLM's image entrypoint is `vllm serve`).
 LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": []}
+# The image's ENTRYPOINT, which `docker exec` does not apply.
+ENTRYPOINTS = {"sglang": (), "vllm": ("vllm", "serve")}
+ROLES = ("server", "ray-head", "ray-worker")
+
+
+@dataclass(frozen=True)
+class EngineService:
+    """
+    One systemd unit of an engine plan: a container of its own (`docker run`), or, with
+    ``part_of``, a command run in the container of that unit (`docker exec`), which it
+    starts after and stops and restarts with.
+    """
+
+    unit: str  # systemd unit file name
+    container: str  # the container it runs, or runs in
+    command: tuple[str, ...]  # after the image (docker run), or in the container (docker exec)
+    role: str = "server"  # one of ROLES
+    entrypoint: str = ""  # replaces the image's entrypoint (docker run --entrypoint)
+    part_of: str = ""  # the unit whose container it runs in
+    wait: tuple[str, ...] = ()  # spark-ray-wait's arguments: what must be up before it starts
+    serves_api: bool = False  # answers the OpenAI API (health-checked after a start)
+
+    @property
+    def unit_base(self) -> str:
+        return self.unit.removesuffix(".service")
 
 
 @dataclass(frozen=True)
 class EnginePlan:
     engine: str
     image: str
-    unit: str  # systemd unit file name, e.g. spark-engine-sglang.service
-    container: str
-    argv: tuple[str, ...]  # after the image: launcher and flags
+    name: str  # spark-engine-ENGINE: the container environment file, the main unit
+    services: tuple[EngineService, ...]  # in start order
     env: tuple[tuple[str, str], ...]  # the container's environment, sorted
     mounts: tuple[str, ...]  # host folders mounted read-only at the same path
     port: int
@@ -36,18 +60,56 @@ class EnginePlan:
     rank: int = 0
 
     @property
+    def main(self) -> EngineService:
+        """The service serving the API, or on a Ray worker Spark its only service."""
+        return next((s for s in self.services if s.serves_api), self.services[0])
+
+    @property
+    def unit(self) -> str:
+        return self.main.unit
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.main.command
+
+    @property
     def serves_api(self) -> bool:
         """Only the head of a pair answers the OpenAI API."""
-        return self.rank == 0
+        return self.main.serves_api
 
     @property
     def units(self) -> tuple[str, ...]:
         """Every systemd unit this plan runs on its Spark, the one serving the API first."""
-        return (self.unit,)
+        return (self.main.unit, *(s.unit for s in self.services if s is not self.main))
 
-    @property
-    def unit_base(self) -> str:
-        return self.unit.removesuffix(".service")
+
+def services(engine: str, name: str, argv: tuple[str, ...],
+             multinode: MultiNode | None) -> tuple[EngineService, ...]:
+    """
+    The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
+    server with its rank (SGLang): one. In a Ray pair (vLLM): on the head a Ray head unit
+    and the server in its container, which waits for every Spark's GPU in the cluster; on
+    the other Spark a Ray worker unit, which waits for the head's Ray port.
+    """
+    pair = profile(engine)["multinode"]
+    if multinode is None or pair["launcher"] != "ray":
+        head = multinode is None or multinode.rank == 0
+        return (EngineService(f"{name}.service", name, argv, serves_api=head),)
+    gcs = f"{multinode.head}:{multinode.port or pair['port']}"
+    node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
+    if multinode.rank > 0:
+        worker = f"{name}-ray-worker"
+        return (EngineService(f"{worker}.service", worker, ("start", "--address", gcs, *node),
+                              role="ray-worker", entrypoint="ray", wait=("--address", gcs)),)
+    head = f"{name}-ray-head"
+    port = gcs.rsplit(":", 1)[1]
+    return (
+        EngineService(f"{head}.service", head, ("start", "--head", "--port", port, *node),
+                      role="ray-head", entrypoint="ray"),
+        EngineService(f"{name}.service", head, (*ENTRYPOINTS[engine], *argv),
+                      part_of=f"{head}.service", serves_api=True,
+                      wait=("--container", head, "--gpus", str(multinode.nodes))),
+    )
 
 
 class EnginePlanError(ValueError):
@@ -83,13 +145,13 @@ def plan_engine(
         )
     if errors:
         raise EnginePlanError(errors, warnings)
-    base = f"spark-engine-{settings.name}"
+    name = f"spark-engine-{settings.name}"
+    argv = (*LAUNCHERS[settings.name], *to_argv(settings.name, settings.version, args))
     plan = EnginePlan(
         engine=settings.name,
         image=settings.image,
-        unit=f"{base}.service",
-        container=base,
-        argv=(*LAUNCHERS[settings.name], *to_argv(settings.name, settings.version, args)),
+        name=name,
+        services=services(settings.name, name, argv, multinode),
         env=tuple(sorted(env.items())),
         mounts=tuple(folder for folder in (model_folder, draft_folder) if folder),
         port=settings.port,
@@ -125,16 +187,11 @@ def plan_sparks(sparks: dict) -> tuple[dict[str, EnginePlan], list[str], list[st
                 f"{second.name} {second.image}. Give both the same engine (under defaults:)"
             )
             return plans, problems, warnings
-        if first.name == "vllm":
-            problems.append(
-                f"host '{names[0]}', key 'engine': vLLM across two Sparks (a Ray head and "
-                "worker unit) is not supported yet; serve vLLM on one Spark, or SGLang on the pair"
-            )
-            return plans, problems, warnings
     head = engines[names[0]].qsfp[0].ip if pair else ""
     for rank, (name, spark) in enumerate(engines.items()):
         multinode = (
-            MultiNode(nodes=2, rank=rank, head=head, interface=spark.qsfp[0].interface)
+            MultiNode(nodes=2, rank=rank, head=head, interface=spark.qsfp[0].interface,
+                      address=spark.qsfp[0].ip)
             if pair else None
         )
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None

@@ -46,6 +46,7 @@ class MultiNode:
     head: str  # the head Spark's address on the QSFP link
     interface: str  # the QSFP interface name (GLOO/NCCL_SOCKET_IFNAME)
     port: int | None = None  # rendezvous port on the head; None: the profile's
+    address: str = ""  # this Spark's own address on the QSFP link
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:

@@ -152,9 +152,16 @@ def _conditions_hold(match: Mapping[str, Any], context: _Context) -> bool:
             pattern, str(context.args[flag]), re.IGNORECASE
         ):
             return False
-    if match.get("when_multinode") and not _number_above(context.args.get("--nnodes"), 1):
+    if match.get("when_multinode") and not _multinode(context.args):
         return False
     return True
+
+
+def _multinode(args: Mapping[str, Any]) -> bool:
+    """Across Sparks: more than one node, or tensor parallelism above one GPU (a Spark has
+    one, so vLLM's Ray executor spans the pair)."""
+    return _number_above(args.get("--nnodes"), 1) or _number_above(
+        args.get("--tensor-parallel-size"), 1)
 
 
 # -- subjects: what a rule points at ----------------------------------------------------------

@@ -158,12 +158,13 @@ def test_sglang_pair():
     }
 
 
-def test_vllm_pair_runs_the_worker_headless():
+def test_vllm_pair_serves_with_the_ray_executor_across_both_gpus():
     head = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_HEAD)
-    worker = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_WORKER)
-    assert head["--master-addr"] == "10.0.0.1" and head["--master-port"] == 29501
-    assert head["--distributed-executor-backend"] == "mp"
-    assert "--headless" not in head and worker["--headless"] is True
+    assert head["--distributed-executor-backend"] == "ray"
+    assert head["--tensor-parallel-size"] == 2
+    assert "--nnodes" not in head and "--headless" not in head  # Ray places the workers
+    env = effective_env(EngineSettings(name="vllm"), None, PAIR_HEAD)
+    assert env["RAY_memory_monitor_refresh_ms"] == "0"
 
 
 def test_multinode_rank_must_be_in_the_pair():

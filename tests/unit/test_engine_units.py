@@ -37,9 +37,22 @@ def exec_start(unit: str) -> list[str]:
 
 
 def rendered(name: str, engine: dict, pair: bool = False) -> str:
+    """The unit of the main service (the server, or a Ray worker) of Spark ``name``."""
     inv = inventory(engine, pair)
     plan = inv.engine_plans[name]
-    return unit_text(plan, inv.sparks[name], f"/etc/spark-deploy/{plan.container}.env")
+    return unit_text(plan, plan.main, inv.sparks[name], f"/etc/spark-deploy/{plan.name}.env")
+
+
+def units(name: str, engine: dict, pair: bool = False) -> dict[str, str]:
+    """Every unit of Spark ``name``'s plan, by unit name."""
+    inv = inventory(engine, pair)
+    plan = inv.engine_plans[name]
+    return {service.unit: unit_text(plan, service, inv.sparks[name], "/etc/x.env")
+            for service in plan.services}
+
+
+def directive(unit: str, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith(f"{key}=")]
 
 
 def test_sglang_single_node_unit():
@@ -78,7 +91,8 @@ def test_sglang_pair_units_name_the_head_over_qsfp():
 def test_vllm_single_node_unit_uses_the_image_entrypoint():
     inv = inventory({"name": "vllm"})
     plan = inv.engine_plans["s1"]
-    words = exec_start(unit_text(plan, inv.sparks["s1"], "/etc/spark-deploy/x.env"))
+    assert plan.units == ("spark-engine-vllm.service",)
+    words = exec_start(unit_text(plan, plan.main, inv.sparks["s1"], "/etc/spark-deploy/x.env"))
     image = words.index("vllm/vllm-openai:v0.33.0")
     assert words[image + 1] == "--model"
     assert words[words.index("--gpu-memory-utilization") + 1] == "0.8"
@@ -88,10 +102,75 @@ def test_vllm_single_node_unit_uses_the_image_entrypoint():
     assert json.loads(spec)["method"] == "eagle"  # one JSON word, quoted for systemd
 
 
-def test_vllm_pair_is_refused_until_ray_units_exist():
+def test_vllm_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
+    head = units("s1", {"name": "vllm"}, pair=True)
+    worker = units("s2", {"name": "vllm"}, pair=True)
+    assert list(head) == ["spark-engine-vllm-ray-head.service", "spark-engine-vllm.service"]
+    assert list(worker) == ["spark-engine-vllm-ray-worker.service"]
+
+    ray_head = exec_start(head["spark-engine-vllm-ray-head.service"])
+    image = ray_head.index("vllm/vllm-openai:v0.33.0")
+    assert ray_head[image - 2:image] == ["--entrypoint", "ray"]
+    assert ray_head[image + 1:] == ["start", "--head", "--port", "6379", "--node-ip-address",
+                                    "192.168.100.1", "--disable-usage-stats", "--block"]
+    assert "/etc/spark-deploy/nccl.env" in ray_head
+    assert "-v" in ray_head  # the model folders: Ray's vLLM workers load from them
+
+    ray_worker_unit = worker["spark-engine-vllm-ray-worker.service"]
+    ray_worker = exec_start(ray_worker_unit)
+    image = ray_worker.index("vllm/vllm-openai:v0.33.0")
+    assert ray_worker[image + 1:] == ["start", "--address", "192.168.100.1:6379",
+                                      "--node-ip-address", "192.168.100.2",
+                                      "--disable-usage-stats", "--block"]
+    assert ("/usr/local/sbin/spark-ray-wait --address 192.168.100.1:6379 --timeout 600"
+            in directive(ray_worker_unit, "ExecStartPre"))
+    assert "--tensor-parallel-size" not in ray_worker  # the worker runs no server
+
+    server_unit = head["spark-engine-vllm.service"]
+    server = exec_start(server_unit)
+    assert server[:3] == ["/usr/bin/docker", "exec", "spark-engine-vllm-ray-head"]
+    assert server[3:5] == ["sh", "-c"] and server[6:9] == ["sh", "vllm", "serve"]
+    assert server[server.index("--tensor-parallel-size") + 1] == "2"
+    assert server[server.index("--distributed-executor-backend") + 1] == "ray"
+    assert directive(server_unit, "BindsTo") == ["spark-engine-vllm-ray-head.service"]
+    assert "spark-engine-vllm-ray-head.service" in directive(server_unit, "After")[0]
+    assert ("/usr/local/sbin/spark-ray-wait --container spark-engine-vllm-ray-head --gpus 2 "
+            "--timeout 600") in directive(server_unit, "ExecStartPre")
+    # no container of its own: nothing to remove before start, the stop signals its pid
+    assert not any("docker rm" in line for line in directive(server_unit, "ExecStartPre"))
+    [stop] = directive(server_unit, "ExecStop")
+    assert stop.startswith("-/usr/bin/docker exec spark-engine-vllm-ray-head sh -c")
+    assert "/tmp/spark-engine-vllm.pid" in stop and "/tmp/spark-engine-vllm.pid" in server[5]
+
+
+def test_vllm_pair_environment_turns_off_rays_memory_monitor():
+    inv = inventory({"name": "vllm"}, pair=True)
+    for plan in inv.engine_plans.values():
+        env = dict(plan.env)
+        assert env["RAY_memory_monitor_refresh_ms"] == "0"
+        assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+
+
+def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
     with pytest.raises(Exception) as caught:
-        inventory({"name": "vllm"}, pair=True)
-    assert "vLLM across two Sparks" in str(caught.value)
+        inventory({"name": "vllm", "env": {"RAY_memory_monitor_refresh_ms": None}}, pair=True)
+    assert "ray-memory-monitor" in str(caught.value)
+
+
+def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
+    from operations.facts import engine_paths
+    inv = inventory({"name": "vllm"}, pair=True)
+    assert engine_paths(inv.engine_plans["s1"]) == (
+        "/etc/spark-deploy/spark-engine-vllm.env",
+        "/etc/systemd/system/spark-engine-vllm-ray-head.service",
+        "/etc/sudoers.d/spark-deploy-spark-engine-vllm-ray-head",
+        "/etc/systemd/system/spark-engine-vllm.service",
+        "/etc/sudoers.d/spark-deploy-spark-engine-vllm",
+    )
+    assert inv.engine_plans["s1"].units == (
+        "spark-engine-vllm.service", "spark-engine-vllm-ray-head.service")
+    assert inv.engine_plans["s2"].units == ("spark-engine-vllm-ray-worker.service",)
+    assert not inv.engine_plans["s2"].serves_api
 
 
 @pytest.mark.parametrize("word, expected", [

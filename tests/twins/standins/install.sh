@@ -66,7 +66,15 @@ install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin
 # line runs the stand-in engine (engine/engine.py). Containers are recorded in
 # /run/spark-twin-docker (tmpfs: gone at reboot, made again at boot or first use), writable by
 # root and the docker group, as the daemon's socket is. The operator is not in that group.
-chmod 0755 "$here/engine/docker" "$here/engine/engine.py"
+chmod 0755 "$here/engine/docker" "$here/engine/engine.py" "$here/engine/ray.py"
 ln -sf "$here/engine/docker" /usr/bin/docker
+# The engine images' own programs, first on their PATH (the docker stand-in's IMAGE_PATH).
+install -d /opt/spark-twin/image/bin
+for program in vllm sglang; do
+  printf '#!/bin/sh\nexec /usr/bin/python3 %s %s "$@"\n' "$here/engine/engine.py" "$program" \
+    > "/opt/spark-twin/image/bin/$program"
+done
+printf '#!/bin/sh\nexec /usr/bin/python3 %s "$@"\n' "$here/engine/ray.py" > /opt/spark-twin/image/bin/ray
+chmod 0755 /opt/spark-twin/image/bin/*
 groupadd --system docker
 echo 'd /run/spark-twin-docker 2775 root docker -' > /usr/lib/tmpfiles.d/spark-twin-docker.conf

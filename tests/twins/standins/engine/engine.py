@@ -29,6 +29,7 @@ while the model loads and the engine exits 1: a way to replay a real crash.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -96,6 +97,8 @@ SPEC_METRICS = (
     ("vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.", "engine", None),
 )
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+RAY_PG_WAIT_S = 1800  # vLLM's PG_WAIT_TIMEOUT
+RAY_LOG_EVERY_S = 10
 FAIL_FILE = Path(os.environ.get("SPARK_TWIN_ENGINE_FAIL", "/etc/spark-twin/engine-fail"))
 
 
@@ -156,6 +159,7 @@ class Engine:
     metrics: bool
     speculative: bool
     context_len: int = 0
+    ray_gpus: int = 0  # vLLM's Ray executor: the GPUs it places its workers on (0: no Ray)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -368,10 +372,12 @@ def parse(kind: str, args: list[str], positional_ok: bool) -> Engine:
         served = options.get("--served-model-name") or [model]
         speculative = "--speculative-config" in options
     host, port = DEFAULTS[kind]
+    ray = kind == "vllm" and value("--distributed-executor-backend") == "ray"
     return Engine(kind=kind, model=model, host=value("--host", default=host),
                   port=int(value("--port", default=port)), served_names=served,
                   metrics=kind == "vllm" or "--enable-metrics" in options,
-                  speculative=speculative)
+                  speculative=speculative,
+                  ray_gpus=int(value("--tensor-parallel-size", default="1")) if ray else 0)
 
 
 def argparse_error(kind: str, message: str):
@@ -436,6 +442,67 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def ray_cluster():
+    """The Ray stand-in beside this file (the image's `ray`), for the cluster it runs here."""
+    sys.dont_write_bytecode = True
+    spec = importlib.util.spec_from_file_location("spark_twin_ray", Path(__file__).with_name("ray.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def place_on_ray(engine: Engine, stop: threading.Event) -> bool:
+    """Wait, as vLLM's Ray executor does, until the cluster has a GPU for every tensor-parallel
+    worker; False (after printing vLLM's error) when there is no cluster or no time left."""
+    ray = ray_cluster()
+    started = time.monotonic()
+    logged = -RAY_LOG_EVERY_S
+    while not stop.is_set():
+        gpus = ray.cluster_gpus()
+        if gpus is None:
+            print("Traceback (most recent call last):", ray.NO_CLUSTER, sep="\n",
+                  file=sys.stderr, flush=True)
+            return False
+        if gpus >= engine.ray_gpus:
+            engine.log(f"Connected to Ray cluster with {gpus} GPUs", "ray_utils.py:364",
+                       "EngineCore")
+            return True
+        waited = time.monotonic() - started
+        if waited > RAY_PG_WAIT_S:
+            print(f"ValueError: Cannot provide a placement group of placement_group_specs="
+                  f"{ray_specs(engine)} within {RAY_PG_WAIT_S} seconds. See `ray status` and "
+                  "`ray list nodes` to make sure the cluster has enough resources.",
+                  file=sys.stderr, flush=True)
+            return False
+        if waited >= logged + RAY_LOG_EVERY_S:
+            logged = waited
+            engine.log(f"Waiting for creating a placement group of specs for {int(waited)} "
+                       f"seconds. specs={ray_specs(engine)}. Check `ray status` and `ray list "
+                       "nodes` to see if you have enough resources, and make sure the IP addresses "
+                       "used by ray cluster are the same as VLLM_HOST_IP environment variable "
+                       "specified in each node if you are running on a multi-node.",
+                       "ray_utils.py:286", "EngineCore")
+        stop.wait(0.5)
+    return False
+
+
+def ray_specs(engine: Engine) -> list[dict]:
+    return [{"GPU": 1.0, "node:__internal_head__": 0.001}] + [{"GPU": 1.0}] * (engine.ray_gpus - 1)
+
+
+def watch_ray(engine: Engine, lost: threading.Event, on_lost) -> None:
+    """A Ray worker's node leaving the cluster kills its actor: the engine dies with it."""
+    ray = ray_cluster()
+    while not lost.wait(1):
+        gpus = ray.cluster_gpus()
+        if gpus is None or gpus < engine.ray_gpus:
+            print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing "
+                  "this task. The actor's node was lost (RayWorkerWrapper).",
+                  file=sys.stderr, flush=True)
+            lost.set()
+            on_lost()
+
+
 def serve(engine: Engine) -> int:
     stop = threading.Event()
     server: list[ThreadingHTTPServer] = []
@@ -453,6 +520,8 @@ def serve(engine: Engine) -> int:
     if error:
         print("Traceback (most recent call last):", *error, sep="\n", file=sys.stderr, flush=True)
         return 1
+    if engine.ray_gpus and not place_on_ray(engine, stop):
+        return 0 if stop.is_set() else 1
     engine.start_loading()
     if FAIL_FILE.is_file():
         print(FAIL_FILE.read_text().rstrip("\n"), file=sys.stderr, flush=True)
@@ -471,9 +540,15 @@ def serve(engine: Engine) -> int:
         return 1
     server[0].daemon_threads = True
     engine.ready_lines(startup_s)
+    lost = threading.Event()
+    if engine.ray_gpus:
+        threading.Thread(target=watch_ray, args=(engine, lost, lambda: on_signal(0, None)),
+                         daemon=True).start()
     if not stop.is_set():
         server[0].serve_forever(poll_interval=0.2)
     server[0].server_close()
+    if lost.is_set():
+        return 1
     engine.shutdown_lines()
     return 0
 
