@@ -53,7 +53,15 @@ DEFAULTS = {"sglang": ("127.0.0.1", 30000), "vllm": ("0.0.0.0", 8000)}
 VLLM_DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 BOOLEAN_FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-metrics"}
 BOOLEAN_PREFIXES = ("--enable-", "--disable-", "--no-")
-MULTI_VALUE_FLAGS = {"vllm": {"--served-model-name"}, "sglang": set()}
+# Options taking several values (nargs="+"/"*"), as vLLM 0.33.0's parser declares them.
+MULTI_VALUE_FLAGS = {
+    "vllm": {"--allowed-media-domains", "--api-key", "--collect-detailed-traces",
+             "--cpu-offload-params", "--cudagraph-capture-sizes", "--ignore-patterns",
+             "--kv-cache-dtype-skip-layers", "--logits-processors", "--lora-modules",
+             "--lora-target-modules", "--numa-bind-cpus", "--numa-bind-nodes",
+             "--offload-params", "--served-model-name", "--sleep-preserve-parameter-names"},
+    "sglang": set(),
+}
 TOKEN = "OK"  # the one token every completion returns
 # The engines' main metrics: name, type and help as their collectors declare them, the labels
 # they carry and the count they report (None: 0, as on an idle engine).
