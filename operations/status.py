@@ -226,8 +226,8 @@ def drm_row(status: Status) -> Row:
 def memory_row(spark: SparkSettings, status: Status) -> Row:
     facts = status.preflight
     detail = (
-        f"MemAvailable {facts.mem_available_kb / KIB_PER_GIB:.1f} GiB of "
-        f"{facts.mem_total_kb / KIB_PER_GIB:.1f}, guard {spark.memory_guard_gb} GiB"
+        f"MemAvailable {facts.mem_available_kb / KIB_PER_GIB:.1f} of "
+        f"{facts.mem_total_kb / KIB_PER_GIB:.1f} GiB, guard {spark.memory_guard_gb} GiB"
     )
     if facts.mem_available_kb // KIB_PER_GIB >= spark.memory_guard_gb:
         return Row("memory", OK, detail)
@@ -280,7 +280,7 @@ def unit_rows(plan: EnginePlan | None, status: Status) -> list[Row]:
     for unit in plan.units if plan else ():
         shown = status.units.get(unit, {})
         active = shown.get("ActiveState") or "unknown"
-        enabled = shown.get("UnitFileState") or "absent"
+        enabled = shown.get("UnitFileState") or "not installed"
         since = shown.get("ActiveEnterTimestamp", "")
         when = f"since {since}" if active == "active" else f"last active {since or 'never'}"
         state = OK if (active, enabled) == ("active", "enabled") else FAIL

@@ -120,7 +120,7 @@ def test_head_rows_from_the_sample():
     drm = only(rows, "drm override")
     assert drm.state == WARN and "REBOOT PENDING" in drm.detail
     assert only(rows, "memory") == Row(
-        "memory", OK, "MemAvailable 113.7 GiB of 119.7, guard 70 GiB")
+        "memory", OK, "MemAvailable 113.7 of 119.7 GiB, guard 70 GiB")
     rail_1, rail_2 = rows["rail 1"][0], rows["rail 2"][0]
     assert rail_1 == Row("rail 1", OK, "enp1s0f0np0 192.168.100.1/24, MTU 9000, up, "
                                        "8972-byte don't-fragment ping to 192.168.100.2 ok")
@@ -154,7 +154,7 @@ def test_drift_is_flagged():
     assert present.state == WARN and present.detail.startswith(f"{DRM_OVERRIDE_CONF} present")
     low = only(rows_of(status(drop="mem_available_kb=", add=("mem_available_kb=52428800",))),
                "memory")
-    assert low == Row("memory", WARN, "MemAvailable 50.0 GiB of 119.7, guard 70 GiB: an engine "
+    assert low == Row("memory", WARN, "MemAvailable 50.0 of 119.7 GiB, guard 70 GiB: an engine "
                                       "start would wait for the guard")
     stopped = status(drop=f"unit.{UNIT}=ActiveState", add=(f"unit.{UNIT}=ActiveState=failed",))
     unit = only(rows_of(stopped), "unit")
@@ -204,7 +204,7 @@ def test_every_unit_of_the_plan_gets_a_row():
                        for f in dataclasses.fields(EnginePlan)})
     units = rows_of(status(), plan=plan)["unit"]
     assert [row.state for row in units] == [OK, FAIL]
-    assert units[1].detail == "spark-engine-sglang-ray.service unknown, absent, last active never"
+    assert units[1].detail == "spark-engine-sglang-ray.service unknown, not installed, last active never"
 
 
 def test_a_spark_without_engine_or_rails():
