@@ -344,9 +344,9 @@ _STATUS: dict[tuple[int, str], Status] = {}
 
 
 def report() -> str:
-    """The table of every Spark in the inventory, in inventory order."""
+    """The table of every Spark of this run (the inventory within --limit), in order."""
     sections = {}
-    for target in state.inventory:
+    for target in filter(state.is_host_in_limit, state.inventory):
         status = _STATUS.get((id(state), target.name))
         if status is None:
             sections[target.name] = [Row("status", FAIL, "not read (no connection, or the "
