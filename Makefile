@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo bench test unit
+.PHONY: setup docker twins-up twins-down demo bench test unit status
 
 setup: $(STAMP)
 
@@ -32,3 +32,7 @@ test: setup docker
 
 unit: setup
 	$(PY) -m pytest tests/unit
+
+# Read-only status table of the Sparks in $SPARK_INVENTORY (default inventory/sparks.yml).
+status: setup
+	$(VENV)/bin/pyinfra -y inventory.py status.py

@@ -7,18 +7,26 @@ refused before anything is changed.
 from __future__ import annotations
 
 import re
+from typing import Protocol
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
-from operations.facts import HostState, Preflight, host_state, preflight
+from operations.facts import Preflight, host_state, preflight
 from operations.preflight import SparkRefused
 from operations.settings import SparkSettings
 
 DRIVER_PACKAGE = re.compile(r"^nvidia-driver-(\d+)(-open|-server|-server-open)?$")
 
 
-def driver_packages(state: HostState) -> dict[str, int]:
+class InstalledPackages(Protocol):
+    """What the driver checks read: installed package -> version (HostState, SparkStatus)."""
+
+    @property
+    def packages(self) -> dict[str, str]: ...
+
+
+def driver_packages(state: InstalledPackages) -> dict[str, int]:
     """Installed driver metapackages -> branch."""
     return {
         name: int(match.group(1))
@@ -27,7 +35,7 @@ def driver_packages(state: HostState) -> dict[str, int]:
     }
 
 
-def driver_refusals(state: HostState, facts: Preflight, spark: SparkSettings) -> list[str]:
+def driver_refusals(state: InstalledPackages, facts: Preflight, spark: SparkSettings) -> list[str]:
     """Why this host's driver is not fit (empty when it is)."""
     wanted = spark.driver_branch
     installed = driver_packages(state)

@@ -168,6 +168,30 @@ class HostState:
     owned: frozenset[str]  # engine units and sudoers files the deploy wrote earlier
 
 
+# Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
+# as `pkg NAME VERSION` and `hold NAME` lines; read without sudo.
+PACKAGE_LINES = (
+    "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
+    " 'nvidia-driver-*' python3-venv 2>/dev/null"
+    " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
+    "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
+)
+
+
+def parse_packages(output: list[str]) -> tuple[dict[str, str], frozenset[str]]:
+    """The `pkg` and `hold` lines of PACKAGE_LINES: package -> version, and the held ones."""
+    packages: dict[str, str] = {}
+    holds: set[str] = set()
+    for line in output:
+        kind, _, rest = line.partition(" ")
+        fields = rest.split()
+        if kind == "pkg" and len(fields) == 2:
+            packages[fields[0]] = fields[1]
+        elif kind == "hold" and fields:
+            holds.add(fields[0])
+    return packages, frozenset(holds)
+
+
 MODEL_CHECK = (Path(__file__).resolve().parents[1] / "files" / "model_check.py").read_text()
 TOKEN_PATH = ".cache/huggingface/token"  # under the operator's home (HF_HOME default)
 GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
@@ -208,10 +232,7 @@ class SparkHostState(FactBase):
         files = " ".join(shlex.quote(path) for path in paths)
         return "\n".join(
             [
-                "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
-                " 'nvidia-driver-*' python3-venv 2>/dev/null"
-                " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
-                "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
+                *PACKAGE_LINES,
                 'st() { if [ -e "$1" ]; then printf "file %s %s %s\\n" "$1"'
                 ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
                 ' else printf "file %s -\\n" "$1"; fi; }',
@@ -242,8 +263,7 @@ class SparkHostState(FactBase):
         )
 
     def process(self, output: list[str]) -> HostState:
-        packages: dict[str, str] = {}
-        holds: set[str] = set()
+        packages, holds = parse_packages(output)
         files: dict[str, FileState | None] = {}
         values: dict[str, str] = {}
         models: dict[str, dict] = {}
@@ -252,11 +272,9 @@ class SparkHostState(FactBase):
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
-            if kind == "pkg" and len(fields) == 2:
-                packages[fields[0]] = fields[1]
-            elif kind == "hold" and fields:
-                holds.add(fields[0])
-            elif kind == "file" and fields:
+            if kind in ("pkg", "hold"):
+                continue  # parse_packages
+            if kind == "file" and fields:
                 files[fields[0]] = FileState(*fields[1:5]) if len(fields) == 5 else None
             elif kind == "model":
                 result = json.loads(rest)
@@ -270,7 +288,7 @@ class SparkHostState(FactBase):
         home, _, group = values.get("user", "").partition(" ")
         return HostState(
             packages=packages,
-            holds=frozenset(holds),
+            holds=holds,
             files=files,
             gai_ipv4=values.get("gai") == "1",
             hf_cli=values.get("hfcli", ""),

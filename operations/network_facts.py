@@ -31,6 +31,26 @@ LINK = re.compile(r"^\d+: (?P<name>[^:@ ]+)(@\S+)?: <(?P<flags>[^>]*)> .*\bmtu (
 ADDR = re.compile(r"^\d+: (?P<name>\S+)\s+inet (?P<cidr>\S+)")
 
 
+def captured(key: str, command: str, keep: str = "") -> list[str]:
+    """
+    Shell lines that run ``command`` and print ``key=<exit status> <output>``, its stdout
+    and stderr on one line (only the lines matching the extended regex ``keep``, when
+    given). The exit status is the command's own, so the fact's command still succeeds.
+    """
+    q = shlex.quote
+    kept = f" | grep -E {q(keep)}" if keep else ""
+    return [
+        f"o=$({command} 2>&1)",
+        f"printf {q(f'{key}=%s %s')}'\\n' $? \"$(printf '%s\\n' \"$o\"{kept} | tr '\\n' ' ')\"",
+    ]
+
+
+def parse_captured(value: str) -> tuple[int, str]:
+    """A ``captured`` line's value (after ``key=``): exit status and output."""
+    status, _, output = value.partition(" ")
+    return (int(status) if status.isdigit() else -1), output.strip()
+
+
 def profile_name(interface: str) -> str:
     return f"{QSFP_PROFILE_PREFIX}{interface}"
 
@@ -138,11 +158,11 @@ class QsfpNetwork(FactBase):
                 " | sed 's/^/netplan=/'"
             )
         for interface, peer, payload in pings:
-            lines += [
-                f"o=$({PING} -s {int(payload)} -I {q(interface)} {q(peer)} 2>&1)",
-                f"printf {q(f'ping.{interface}=%s %s')}'\\n' $? \"$(printf '%s\\n' \"$o\""
-                " | grep -E 'transmitted|rror|nreachable|too long' | tr '\\n' ' ')\"",
-            ]
+            lines += captured(
+                f"ping.{interface}",
+                f"{PING} -s {int(payload)} -I {q(interface)} {q(peer)}",
+                keep="transmitted|rror|nreachable|too long",
+            )
         lines += [
             gid_table_command(sysfs_root),
             f"printf 'env_sha256=%s\\n' \"$(sha256sum {q(env_file)} 2>/dev/null"
@@ -183,8 +203,8 @@ class QsfpNetwork(FactBase):
             if kind in by_subject and subject:
                 by_subject[kind][subject] = fields(key)
             elif kind == "ping" and subject:
-                status, _, detail = one(key).partition(" ")
-                pings[subject] = Ping(subject, status == "0", detail.strip())
+                status, detail = parse_captured(one(key))
+                pings[subject] = Ping(subject, status == 0, detail)
 
         return Network(
             nmcli=one("nm") == "running",

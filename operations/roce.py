@@ -21,6 +21,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from operations.notices import aligned
+
 ZERO_GID = ":".join(["0000"] * 8)
 ROCE_V2 = "RoCE v2"
 GID_LINE = re.compile(
@@ -105,11 +107,7 @@ def format_table(table: tuple[Gid, ...], devs: list[str]) -> str:
             )
     if len(rows) == 1:
         return "    (no GID entries)"
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "    " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
-        for row in rows
-    )
+    return aligned(rows, indent="    ")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,128 @@
+"""
+The status command on a twin pair serving SGLang over the QSFP cable: after a deploy, one
+SSH command per Spark (no sudo) shows the driver held, the drm override gone with its
+reboot pending, the rails with MTU 9000 and a jumbo ping, the RoCE GID index, the units and
+the engine ready; pyinfra has no operation and nothing on either twin changes. Then drift
+made behind the deploy's back (engine stopped, hold released, an MTU lowered) shows up.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tests.scenarios.test_engine import pair_spark
+from tests.twins import harness
+
+NAMES = ("stat-1", "stat-2")
+UNIT = "spark-engine-sglang.service"
+HEADER = "--> Status (read-only; nothing was changed):\n"
+VERDICT = re.compile(r"^\s+\d+ Spark\(s\): ")
+# What a read-only command must leave as it was: files the deploy manages (and their times),
+# the engine unit's current run, the holds, the links, and sudo's log.
+SNAPSHOT = (
+    "find /etc /usr/local /opt/spark-deploy /opt/models /run/spark-deploy -xdev"
+    " -printf '%p %s %m %T@\\n' 2>/dev/null | sort | sha256sum; "
+    f"systemctl show -p ActiveEnterTimestamp,InvocationID,NRestarts {UNIT}; "
+    "apt-mark showhold; ip -o link show | sed 's/ qdisc.*//'; "
+    "journalctl -q --no-pager -t sudo | wc -l"
+)
+
+
+def snapshot(scenario) -> dict[str, str]:
+    return {name: scenario.twins[name].exec(SNAPSHOT).stdout for name in NAMES}
+
+
+def table(run) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """The printed table: Spark -> check -> [(state, detail)], read by its header's columns."""
+    assert HEADER in run.stderr, run.explain()
+    lines = run.stderr.split(HEADER, 1)[1].splitlines()
+    header = lines[0]
+    check, state, detail = (header.index(word) for word in ("CHECK", "STATE", "DETAIL"))
+    rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    spark = ""
+    for line in lines[1:]:
+        if VERDICT.match(line):
+            break
+        spark = line[:check].strip() or spark
+        rows.setdefault(spark, {}).setdefault(line[check:state].strip(), []).append(
+            (line[state:detail].strip(), line[detail:].strip())
+        )
+    return rows
+
+
+def one(rows, spark: str, check: str) -> tuple[str, str]:
+    [row] = rows[spark][check]
+    return row
+
+
+def run_status(scenario):
+    """status.py, checked to be read-only: no operation, one SSH command per Spark, no sudo,
+    and nothing on either twin changed."""
+    before = snapshot(scenario)
+    run = scenario.deploy(deploy="status.py")
+    assert run.returncode == 0, run.explain()
+    assert run.results["operations"] == [], run.results
+    assert run.changed() == {} and run.errors() == {}
+    assert run.remote_commands() == {name: 1 for name in NAMES}, run.explain()
+    for name in NAMES:
+        assert f"[{name}] >>> sh -c " in run.stderr  # as the SSH user: not through sudo
+        assert f"[{name}] >>> sudo" not in run.stderr
+    assert snapshot(scenario) == before
+    return run
+
+
+class TestStatusOfAPair:
+    twins = {name: pair_spark(node) for node, name in enumerate(NAMES, start=1)}
+
+    def test_converge(self, scenario):
+        run = scenario.deploy(env=harness.HUB_TOKEN_ENV)
+        assert run.returncode == 0, run.explain()
+
+    def test_status_of_the_prepared_pair(self, scenario):
+        run = run_status(scenario)
+        print(HEADER + run.stderr.split(HEADER, 1)[1])  # the table, for -s
+        rows = table(run)
+        assert list(rows) == list(NAMES)
+        for node, name in enumerate(NAMES, start=1):
+            assert one(rows, name, "gpu") == ("ok", "NVIDIA GB10, 41 C")
+            assert one(rows, name, "driver") == (
+                "ok", "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held")
+            state, detail = one(rows, name, "drm override")
+            assert state == "WARN"  # removed by the deploy, the twin not rebooted yet
+            assert detail.startswith("absent; REBOOT PENDING: /etc/modprobe.d/")
+            state, detail = one(rows, name, "memory")
+            assert state == "ok" and detail.endswith("GiB, guard 1 GiB")
+            for number, (rail, peer) in enumerate(
+                    zip(harness.qsfp_plan(node), harness.qsfp_plan(3 - node)), start=1):
+                peer_ip = peer["address"].split("/")[0]
+                assert one(rows, name, f"rail {number}") == (
+                    "ok", f"{rail['interface']} {rail['address']}, MTU 9000, up, 8972-byte "
+                          f"don't-fragment ping to {peer_ip} ok")
+            assert one(rows, name, "roce gid") == (
+                "ok", "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)")
+            state, detail = one(rows, name, "unit")
+            assert state == "ok" and detail.startswith(f"{UNIT} active, enabled, since ")
+        assert one(rows, "stat-1", "engine") == (
+            "ok", "ready, serving Mistral-Small-4-119B-2603-NVFP4 on 127.0.0.1:30000")
+        assert one(rows, "stat-2", "engine") == ("-", "rank 1 of 2: the head serves the API")
+        assert run.stderr.rstrip().endswith("2 Spark(s): 2 WARN")
+
+    def test_status_shows_drift(self, scenario):
+        head, worker = (scenario.twins[name] for name in NAMES)
+        head.exec(f"systemctl stop {UNIT}")
+        worker.exec("apt-mark unhold nvidia-driver-580-open >/dev/null")
+        worker.exec(f"ip link set {harness.RAILS[1]} mtu 1500")  # behind NetworkManager's back
+        rows = table(run_status(scenario))
+        state, detail = one(rows, "stat-1", "unit")
+        assert state == "FAIL" and detail.startswith(f"{UNIT} inactive, enabled, last active ")
+        state, detail = one(rows, "stat-1", "engine")
+        assert state == "FAIL"
+        assert detail.startswith("not ready: http://127.0.0.1:30000/v1/models curl: (7)")
+        assert one(rows, "stat-2", "driver") == (
+            "WARN", "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 NOT held "
+                    "(the deploy holds it)")
+        state, detail = one(rows, "stat-2", "rail 2")
+        assert state == "FAIL" and "MTU 1500" in detail and "not as configured" in detail
+        state, detail = one(rows, "stat-1", "rail 2")
+        assert state == "FAIL" and "ping to 192.168.101.2 FAILED" in detail
+        assert one(rows, "stat-1", "rail 1")[0] == "ok"

@@ -1,0 +1,238 @@
+"""The status fact's command and parsing (on its documented sample), each row of the table
+from settings, plan and status, and the table itself."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from operations.engines.plan import EnginePlan, plan_sparks
+from operations.notices import aligned
+from operations.settings import DRM_OVERRIDE_CONF, SparkSettings
+from operations.status import (
+    FAIL,
+    NONE,
+    OK,
+    WARN,
+    Api,
+    Row,
+    SparkStatus,
+    Status,
+    format_status,
+    parse_api,
+    status_rows,
+)
+from tests.twins import harness
+from tests.unit.samples import docstring_sample
+
+SAMPLE = docstring_sample(SparkStatus)
+MODEL_ID = "Mistral-Small-4-119B-2603-NVFP4"
+UNIT = "spark-engine-sglang.service"
+
+
+def sparks(**keys) -> dict[str, SparkSettings]:
+    """A pair with QSFP rails and SGLang across both, as the twins have it."""
+    return {
+        name: SparkSettings(ssh_host=f"{name}.local", ssh_user="nvidia", sysfs_root="/sys",
+                            qsfp=harness.qsfp_plan(node), engine={"name": "sglang"},
+                            **harness.MODEL, **keys)
+        for node, name in ((1, "spark-1"), (2, "spark-2"))
+    }
+
+
+PAIR = sparks()
+PLANS, _, _ = plan_sparks(PAIR)
+
+
+def status(lines=SAMPLE, drop: str = "", add: tuple[str, ...] = ()) -> Status:
+    kept = [line for line in lines if not (drop and line.startswith(drop))]
+    return SparkStatus().process([*kept, *add])
+
+
+def rows_of(state: Status, name: str = "spark-1", plan: EnginePlan | None = None,
+            spark: SparkSettings | None = None) -> dict[str, list[Row]]:
+    """The head's rows by check (rails and units can have several)."""
+    peer = PAIR["spark-2" if name == "spark-1" else "spark-1"]
+    found: dict[str, list[Row]] = {}
+    chosen = plan if plan is not None else PLANS[name]
+    for row in status_rows(spark or PAIR[name], chosen, peer, state):
+        found.setdefault(row.check, []).append(row)
+    return found
+
+
+def only(rows: dict[str, list[Row]], check: str) -> Row:
+    [row] = rows[check]
+    return row
+
+
+def test_sample_parses():
+    parsed = status()
+    assert parsed.preflight.gpu_name == "NVIDIA GB10"
+    assert parsed.preflight.driver == "580.95.05"
+    assert parsed.preflight.drm_override is False
+    assert parsed.preflight.reboot_pending.startswith(f"{DRM_OVERRIDE_CONF} was removed")
+    assert parsed.packages == {"nvidia-driver-580-open": "580.95.05-0ubuntu1"}
+    assert parsed.holds == {"nvidia-driver-580-open"}
+    assert parsed.temperature == "41"
+    assert parsed.units == {UNIT: {"ActiveState": "active", "UnitFileState": "enabled",
+                                   "ActiveEnterTimestamp": "Tue 2026-03-24 10:12:03 UTC"}}
+    assert parsed.api == Api(0, (MODEL_ID,), "")
+    assert parsed.network.links["enp1s0f0np0"].mtu == 9000
+    assert parsed.network.links["enP2p1s0f0np0"].mtu == 1500
+    assert parsed.network.pings["enp1s0f0np0"].ok
+    assert not parsed.network.pings["enP2p1s0f0np0"].ok
+    assert [gid.index for gid in parsed.network.gids] == [3, 3]
+
+
+def test_api_answers_and_failures():
+    assert parse_api('0 {"object":"list","data":[{"id":"a"},{"id":"b"}]}').models == ("a", "b")
+    refused = parse_api("7 curl: (7) Failed to connect to 127.0.0.1 port 30000 after 0 ms")
+    assert refused.status == 7 and refused.models == ()
+    assert "Failed to connect" in refused.detail
+    assert parse_api("0 <html>").detail == "not a model list: <html>"
+
+
+def test_command_reads_only_what_the_spark_has():
+    fact = SparkStatus()
+    alone = fact.command(model_dir="/opt/models", units=[], api_url="", interfaces=[],
+                         pings=[], sysfs_root="/sys", env_file="/etc/spark-deploy/nccl.env")
+    assert "curl" not in alone and "systemctl show" not in alone
+    assert "ip -o link" not in alone and "ping" not in alone
+    assert "sudo" not in alone
+    assert "nvidia-smi --query-gpu=temperature.gpu --format=csv,noheader" in alone
+    served = fact.command(
+        model_dir="/opt/models", units=[UNIT, "spark-engine-sglang-worker.service"],
+        api_url="http://127.0.0.1:30000/v1/models", interfaces=["enp1s0f0np0"],
+        pings=[("enp1s0f0np0", "192.168.100.2", 8972)], sysfs_root="/sys",
+        env_file="/etc/spark-deploy/nccl.env",
+    )
+    assert served.count("systemctl show -p ActiveState,UnitFileState,ActiveEnterTimestamp") == 2
+    assert "curl -sS -f -m 5 http://127.0.0.1:30000/v1/models" in served
+    assert "ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I enp1s0f0np0 192.168.100.2" in served
+
+
+def test_head_rows_from_the_sample():
+    rows = rows_of(status())
+    assert only(rows, "gpu") == Row("gpu", OK, "NVIDIA GB10, 41 C")
+    assert only(rows, "driver") == Row(
+        "driver", OK, "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held")
+    drm = only(rows, "drm override")
+    assert drm.state == WARN and "REBOOT PENDING" in drm.detail
+    assert only(rows, "memory") == Row(
+        "memory", OK, "MemAvailable 113.7 of 119.7 GiB, guard 70 GiB")
+    rail_1, rail_2 = rows["rail 1"][0], rows["rail 2"][0]
+    assert rail_1 == Row("rail 1", OK, "enp1s0f0np0 192.168.100.1/24, MTU 9000, up, "
+                                       "8972-byte don't-fragment ping to 192.168.100.2 ok")
+    assert rail_2.state == FAIL
+    assert "MTU 1500" in rail_2.detail and "not as configured" in rail_2.detail
+    assert "ping to 192.168.101.2 FAILED (ping: local error: message too long" in rail_2.detail
+    assert only(rows, "roce gid") == Row(
+        "roce gid", OK, "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)")
+    assert only(rows, "unit") == Row(
+        "unit", OK, f"{UNIT} active, enabled, since Tue 2026-03-24 10:12:03 UTC")
+    assert only(rows, "engine") == Row(
+        "engine", OK, f"ready, serving {MODEL_ID} on 127.0.0.1:30000")
+
+
+def test_rows_come_in_the_deploys_order():
+    checks = [row.check for row in status_rows(PAIR["spark-1"], PLANS["spark-1"],
+                                                PAIR["spark-2"], status())]
+    assert checks == ["gpu", "driver", "drm override", "memory", "rail 1", "rail 2",
+                      "roce gid", "unit", "engine"]
+
+
+def test_worker_has_no_api_row_of_its_own():
+    engine = only(rows_of(status(drop="api="), name="spark-2"), "engine")
+    assert engine == Row("engine", NONE, "rank 1 of 2: the head serves the API")
+
+
+def test_drift_is_flagged():
+    loose = only(rows_of(status(drop="hold ")), "driver")
+    assert loose.state == WARN and "NOT held" in loose.detail
+    present = only(rows_of(status(drop="drm_override=", add=("drm_override=1",))), "drm override")
+    assert present.state == WARN and present.detail.startswith(f"{DRM_OVERRIDE_CONF} present")
+    low = only(rows_of(status(drop="mem_available_kb=", add=("mem_available_kb=52428800",))),
+               "memory")
+    assert low == Row("memory", WARN, "MemAvailable 50.0 of 119.7 GiB, guard 70 GiB: an engine "
+                                      "start would wait for the guard")
+    stopped = status(drop=f"unit.{UNIT}=ActiveState", add=(f"unit.{UNIT}=ActiveState=failed",))
+    unit = only(rows_of(stopped), "unit")
+    assert unit.state == FAIL and unit.detail.startswith(f"{UNIT} failed, enabled, last active")
+
+
+def test_a_590_driver_fails_with_the_refusal():
+    other = status(drop="pkg ", add=("pkg nvidia-driver-590-open 590.44.01-0ubuntu1",))
+    driver = only(rows_of(other), "driver")
+    assert driver.state == FAIL and "driver branch 580 is required" in driver.detail
+
+
+def test_engine_not_ready_or_serving_another_model():
+    refused = status(drop="api=", add=("api=7 curl: (7) Failed to connect to 127.0.0.1 port "
+                                       "30000 after 0 ms: Couldn't connect to server",))
+    engine = only(rows_of(refused), "engine")
+    assert engine.state == FAIL
+    assert engine.detail.startswith("not ready: http://127.0.0.1:30000/v1/models curl: (7)")
+    other = status(drop="api=", add=('api=0 {"data":[{"id":"other-model"}]}',))
+    assert only(rows_of(other), "engine") == Row(
+        "engine", FAIL, f"http://127.0.0.1:30000/v1/models lists other-model, not {MODEL_ID}")
+
+
+def test_gid_index_that_moved_fails():
+    moved = [line.replace("/3:", "/5:") if line.startswith("gid=") else line for line in SAMPLE]
+    gid = only(rows_of(status(moved)), "roce gid")
+    assert gid.state == FAIL
+    assert "is at index 5 on rocep1s0f0 port 1, not 3 (roce_gid_index)" in gid.detail
+    assert "\n" not in gid.detail  # the table behind it is left to the deploy's message
+    auto = sparks(roce_gid_index="auto")["spark-1"]
+    assert only(rows_of(status(moved), spark=auto), "roce gid").detail.startswith("index 5 on")
+
+
+def test_missing_interface_fails():
+    gone = status(drop="link=5:")
+    assert rows_of(gone)["rail 2"] == [Row("rail 2", FAIL, "enP2p1s0f0np0: no such interface")]
+
+
+def test_every_unit_of_the_plan_gets_a_row():
+    @dataclasses.dataclass(frozen=True)
+    class TwoUnits(EnginePlan):
+        @property
+        def units(self) -> tuple[str, ...]:
+            return (self.unit, "spark-engine-sglang-ray.service")
+
+    plan = TwoUnits(**{f.name: getattr(PLANS["spark-1"], f.name)
+                       for f in dataclasses.fields(EnginePlan)})
+    units = rows_of(status(), plan=plan)["unit"]
+    assert [row.state for row in units] == [OK, FAIL]
+    assert units[1].detail == "spark-engine-sglang-ray.service unknown, not installed, last active never"
+
+
+def test_a_spark_without_engine_or_rails():
+    alone = SparkSettings(ssh_host="x", ssh_user="nvidia")
+    rows = status_rows(alone, None, None, status())
+    assert [row.check for row in rows] == ["gpu", "driver", "drm override", "memory", "engine"]
+    assert rows[-1] == Row("engine", NONE, "none (no engine: in the inventory)")
+
+
+def test_table_names_each_spark_once_and_counts_what_needs_a_look():
+    text = format_status({
+        "spark-1": [Row("gpu", OK, "NVIDIA GB10, 41 C"), Row("memory", WARN, "low")],
+        "spark-2": [Row("gpu", FAIL, "no GPU")],
+    })
+    assert text.splitlines() == [
+        "--> Status (read-only; nothing was changed):",
+        "    SPARK    CHECK   STATE  DETAIL",
+        "    spark-1  gpu     ok     NVIDIA GB10, 41 C",
+        "             memory  WARN   low",
+        "    spark-2  gpu     FAIL   no GPU",
+        "    2 Spark(s): 1 FAIL, 1 WARN",
+    ]
+    assert format_status({"spark-1": [Row("gpu", OK, "x")]}).endswith("1 Spark(s): all ok")
+
+
+@pytest.mark.parametrize("rows, text", [
+    ([], ""),
+    ([("a", "bb"), ("ccc", "d")], "a    bb\nccc  d"),
+])
+def test_aligned(rows, text):
+    assert aligned(rows) == text
