@@ -17,7 +17,7 @@ from operations.facts import EngineJournals, UnitJournal, planned
 
 JOURNAL_LINES = 300  # read per unit: a failed start of SGLang or vLLM fits with its traceback
 TAIL_LINES = 15  # shown when no signature matched
-INDENT = "    "
+INDENT = "    "  # pyinfra indents the first line of a notice by as much
 
 
 def _finding(diagnosis: Diagnosis) -> list[str]:
@@ -27,7 +27,7 @@ def _finding(diagnosis: Diagnosis) -> list[str]:
             ("seen", diagnosis.line.strip()),
             ("cause", signature.cause),
             ("fix", signature.fix)]
-    return [f"{INDENT}{label:<8} {text}" for label, text in rows]
+    return [f"{INDENT * 2}{label:<8} {text}" for label, text in rows]
 
 
 def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
@@ -35,22 +35,21 @@ def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
     head = f"{journal.unit}: {journal.summary()}"
     if not journal.installed:
         return logging.WARNING, f"{head}; run the deploy to install it"
+    level = logging.INFO if journal.active else logging.WARNING
     found = diagnose("\n".join(journal.lines))
+    read = f"its last {len(journal.lines)} journal lines"
     if found:
-        body = [f"{len(found)} known GB10 failure signature(s) in its last "
-                f"{len(journal.lines)} journal lines"
-                + (" (the unit runs now: they may be from an earlier start):"
-                   if journal.active else ":")]
+        earlier = " (the unit runs now: they may be from an earlier start)" if journal.active else ""
+        body = [f"{INDENT}{len(found)} known GB10 failure signature(s) in {read}{earlier}:"]
         for diagnosis in found:
             body += _finding(diagnosis)
         return logging.WARNING, "\n".join([head, *body])
     if not journal.lines:
-        return logging.WARNING if not journal.active else logging.INFO, f"{head}; no journal lines"
+        return level, f"{head}; no journal lines"
     tail = journal.lines[-TAIL_LINES:]
-    body = [f"no known GB10 failure signature in its last {len(journal.lines)} journal lines "
-            f"(of {lines} read); the last {len(tail)}:",
-            *(f"{INDENT}| {line}" for line in tail)]
-    return logging.INFO if journal.active else logging.WARNING, "\n".join([head, *body])
+    body = [f"{INDENT}no known GB10 failure signature in {read} (of {lines} read); "
+            f"the last {len(tail)}:", *(f"{INDENT * 2}| {line}" for line in tail)]
+    return level, "\n".join([head, *body])
 
 
 def diagnose_engines() -> None:

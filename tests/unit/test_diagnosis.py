@@ -103,8 +103,8 @@ def test_report_of_a_clean_journal_says_so_and_shows_the_last_lines():
     head, summary, *tail = text.splitlines()
     assert head == ("spark-engine-vllm.service: active (running) since Tue 2026-03-24 "
                     "10:11:57 UTC, 0 restarts")
-    assert summary.startswith(f"no known GB10 failure signature in its last {len(log)} journal")
-    assert tail == [f"    | {line}" for line in log[-TAIL_LINES:]]
+    assert summary.startswith(f"    no known GB10 failure signature in its last {len(log)} journal")
+    assert tail == [f"        | {line}" for line in log[-TAIL_LINES:]]
 
 
 def test_report_of_a_unit_that_is_not_there():
