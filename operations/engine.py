@@ -13,9 +13,10 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
 
+from operations.engines.alerts import template_values
 from operations.engines.plan import EnginePlan
 from operations.engines.signatures import diagnose
-from operations.facts import engine_paths, host_state, model_folders
+from operations.facts import alert_paths, engine_paths, host_state, model_folders
 from operations.files import differs, managed_file
 from operations.settings import (
     DROP_CACHES,
@@ -120,10 +121,10 @@ def serving(unit: str, port: int, restart: bool = False, health: bool = True,
 @operation()
 def retired(paths: list[str]):
     """
-    Remove engine units and sudoers files the deploy wrote earlier and no longer plans,
-    stopping and disabling a unit and removing its container first.
+    Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
+    plans, stopping and disabling a unit and removing its container first.
 
-    + paths: the unit and sudoers files to remove
+    + paths: the unit, sudoers and Prometheus files to remove
 
     **Example:**
 
@@ -141,7 +142,19 @@ def retired(paths: list[str]):
             yield f"systemctl disable --now {unit} || true"
             yield f"{DOCKER} rm -f {container} >/dev/null 2>&1 || true"
         yield f"rm -f {shlex.quote(path)}"
-    yield "systemctl daemon-reload"
+    if any(path.endswith(".service") for path in paths):
+        yield "systemctl daemon-reload"
+
+
+def write_alerts(plan: EnginePlan) -> None:
+    """The Prometheus alert rules and scrape config of the engine (engine.alerts)."""
+    paths = alert_paths(plan)
+    if not paths:
+        return
+    values = template_values(plan.alerts, plan.unit, plan.port, host.name)
+    for path, template in zip(paths, ("prometheus-rules.yml.j2", "prometheus-scrape.yml.j2")):
+        managed_file(name=f"Write {path.rsplit('/', 1)[1]} (Prometheus)", path=path,
+                     content=render(template, alerts=values))
 
 
 @deploy("Serve the model with the engine")
@@ -153,8 +166,8 @@ def serve_model() -> None:
                  content=file_text("spark-engine-health"), mode="755")
     managed_file(name="Install spark-model-check", path=MODEL_CHECK_BIN,
                  content=file_text("model_check.py"), mode="755")
-    planned = set(engine_paths(plan))
-    retired(name="Retire engine units no longer planned",
+    planned = set(engine_paths(plan) + alert_paths(plan))
+    retired(name="Retire engine files no longer planned",
             paths=sorted(path for path in state.owned if path not in planned))
     if plan is None:
         return
@@ -174,6 +187,7 @@ def serve_model() -> None:
         validate="visudo -cf {path}",
     )
     systemd.daemon_reload(name="Reload systemd units", _if=unit_op.did_change)
+    write_alerts(plan)
     serving(
         name=f"Run {plan.unit} and check it answers",
         unit=plan.unit,

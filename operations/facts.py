@@ -23,6 +23,9 @@ from operations.settings import (
     GAI_CONF,
     HF_CLI_VENV,
     MANAGED_PATHS,
+    PROMETHEUS_GLOB,
+    PROMETHEUS_RULES,
+    PROMETHEUS_SCRAPE,
     REBOOT_PENDING,
 )
 
@@ -165,7 +168,7 @@ class HostState:
     ssh_home: str  # home of the SSH login user (private upload staging lives there)
     models: dict[str, dict]  # model folder -> model_check.py result
     units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
-    owned: frozenset[str]  # engine units and sudoers files the deploy wrote earlier
+    owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
 
 
 MODEL_CHECK = (Path(__file__).resolve().parents[1] / "files" / "model_check.py").read_text()
@@ -195,6 +198,7 @@ class SparkHostState(FactBase):
         unit spark-engine-sglang.service active enabled
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
+        owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
     """
 
     def command(
@@ -224,7 +228,7 @@ class SparkHostState(FactBase):
                 'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
                 f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
                 'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
-                f"for f in {ENGINE_UNIT_GLOB} {ENGINE_SUDOERS_GLOB}; do"
+                f"for f in {ENGINE_UNIT_GLOB} {ENGINE_SUDOERS_GLOB} {PROMETHEUS_GLOB}; do"
                 ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done',
                 *(
                     f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
@@ -304,10 +308,18 @@ def host_state() -> HostState:
     )
     plan = host.data.get("engine_plan")
     units = (plan.unit,) if plan else ()
-    paths = MANAGED_PATHS + engine_paths(plan)
+    paths = MANAGED_PATHS + engine_paths(plan) + alert_paths(plan)
     return planned(
         host, SparkHostState, user=spark.user, paths=paths, models=models, units=units
     )
+
+
+def alert_paths(plan) -> tuple[str, ...]:
+    """The Prometheus rules and scrape config of a plan with alerts (its API-serving Spark)."""
+    if plan is None or plan.alerts is None or not plan.serves_api:
+        return ()
+    return (PROMETHEUS_RULES.format(name=plan.unit_base),
+            PROMETHEUS_SCRAPE.format(name=plan.unit_base))
 
 
 def engine_paths(plan) -> tuple[str, ...]:
