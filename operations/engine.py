@@ -14,9 +14,10 @@ from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, 
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
+from operations.engines.alerts import template_values
 from operations.engines.plan import EnginePlan, EngineService
 from operations.engines.signatures import diagnose
-from operations.facts import engine_paths, host_state, model_folders
+from operations.facts import alert_paths, engine_paths, host_state, model_folders
 from operations.files import differs, managed_file
 from operations.settings import (
     DROP_CACHES,
@@ -166,10 +167,10 @@ def serving(unit: str, port: int, restart: bool = False, follows: bool = False,
 @operation()
 def retired(paths: list[str]):
     """
-    Remove engine units and sudoers files the deploy wrote earlier and no longer plans,
-    stopping and disabling a unit and removing its container first.
+    Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
+    plans, stopping and disabling a unit and removing its container first.
 
-    + paths: the unit and sudoers files to remove
+    + paths: the unit, sudoers and Prometheus files to remove
 
     **Example:**
 
@@ -187,7 +188,19 @@ def retired(paths: list[str]):
             yield f"systemctl disable --now {unit} || true"
             yield f"{DOCKER} rm -f {container} >/dev/null 2>&1 || true"
         yield f"rm -f {shlex.quote(path)}"
-    yield "systemctl daemon-reload"
+    if any(path.endswith(".service") for path in paths):
+        yield "systemctl daemon-reload"
+
+
+def write_alerts(plan: EnginePlan) -> None:
+    """The Prometheus alert rules and scrape config of the engine (engine.alerts)."""
+    paths = alert_paths(plan)
+    if not paths:
+        return
+    values = template_values(plan.alerts, plan.unit, plan.port, host.name)
+    for path, template in zip(paths, ("prometheus-rules.yml.j2", "prometheus-scrape.yml.j2")):
+        managed_file(name=f"Write {path.rsplit('/', 1)[1]} (Prometheus)", path=path,
+                     content=render(template, alerts=values))
 
 
 @deploy("Serve the model with the engine")
@@ -201,8 +214,8 @@ def serve_model() -> None:
                  content=file_text("model_check.py"), mode="755")
     managed_file(name="Install spark-ray-wait", path=RAY_WAIT,
                  content=file_text("spark-ray-wait"), mode="755")
-    planned = set(engine_paths(plan))
-    retired(name="Retire engine units no longer planned",
+    planned = set(engine_paths(plan) + alert_paths(plan))
+    retired(name="Retire engine files no longer planned",
             paths=sorted(path for path in state.owned if path not in planned))
     if plan is None:
         return
@@ -227,6 +240,7 @@ def serve_model() -> None:
             validate="visudo -cf {path}",
         )
     systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
+    write_alerts(plan)
     for service in plan.services:
         # A service in another unit's container is restarted with that unit (BindsTo=).
         follows = bool(service.part_of) and (env_changed or changed[service.part_of])

@@ -23,6 +23,9 @@ from operations.settings import (
     GAI_CONF,
     HF_CLI_VENV,
     MANAGED_PATHS,
+    PROMETHEUS_GLOB,
+    PROMETHEUS_RULES,
+    PROMETHEUS_SCRAPE,
     REBOOT_PENDING,
 )
 
@@ -165,7 +168,7 @@ class HostState:
     ssh_home: str  # home of the SSH login user (private upload staging lives there)
     models: dict[str, dict]  # model folder -> model_check.py result
     units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
-    owned: frozenset[str]  # engine units and sudoers files the deploy wrote earlier
+    owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
 
 
 # Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
@@ -219,6 +222,7 @@ class SparkHostState(FactBase):
         unit spark-engine-sglang.service active enabled
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
+        owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
     """
 
     def command(
@@ -245,7 +249,7 @@ class SparkHostState(FactBase):
                 'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
                 f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
                 'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
-                f"for f in {ENGINE_UNIT_GLOB} {ENGINE_SUDOERS_GLOB}; do"
+                f"for f in {ENGINE_UNIT_GLOB} {ENGINE_SUDOERS_GLOB} {PROMETHEUS_GLOB}; do"
                 ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done',
                 *(
                     f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
@@ -322,10 +326,18 @@ def host_state() -> HostState:
     )
     plan = host.data.get("engine_plan")
     units = plan.units if plan else ()
-    paths = MANAGED_PATHS + engine_paths(plan)
+    paths = MANAGED_PATHS + engine_paths(plan) + alert_paths(plan)
     return planned(
         host, SparkHostState, user=spark.user, paths=paths, models=models, units=units
     )
+
+
+def alert_paths(plan) -> tuple[str, ...]:
+    """The Prometheus rules and scrape config of a plan with alerts (its API-serving Spark)."""
+    if plan is None or plan.alerts is None or not plan.serves_api:
+        return ()
+    return (PROMETHEUS_RULES.format(name=plan.name),
+            PROMETHEUS_SCRAPE.format(name=plan.name))
 
 
 def engine_paths(plan) -> tuple[str, ...]:
@@ -340,3 +352,88 @@ def engine_paths(plan) -> tuple[str, ...]:
             ENGINE_SUDOERS.format(name=service.unit_base),
         )),
     )
+
+
+JOURNAL_MARK = "@@spark-deploy@@"  # starts the fact's own lines; journal lines never do
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus",
+                   "NRestarts", "StateChangeTimestamp")
+
+
+@dataclass(frozen=True)
+class UnitJournal:
+    unit: str
+    properties: dict[str, str]  # `systemctl show` of UNIT_PROPERTIES
+    lines: tuple[str, ...]  # the unit's last journal lines, oldest first
+
+    @property
+    def installed(self) -> bool:
+        return self.properties.get("LoadState") == "loaded"
+
+    @property
+    def active(self) -> bool:
+        return self.properties.get("ActiveState") == "active"
+
+    def summary(self) -> str:
+        """"failed (exit-code, exit status 1) since Mon 2026-03-23 10:12:05 UTC, 3 restarts"."""
+        if not self.installed:
+            return f"not installed ({self.properties.get('LoadState') or 'unknown'})"
+        get = self.properties.get
+        state = f"{get('ActiveState', '?')} ({get('SubState', '?')}"
+        if get("Result", "success") != "success":
+            state += f", {get('Result')}, exit status {get('ExecMainStatus', '?')}"
+        since = f" since {get('StateChangeTimestamp')}" if get("StateChangeTimestamp") else ""
+        return f"{state}){since}, {get('NRestarts', '0')} restarts"
+
+
+class EngineJournals(FactBase):
+    """
+    Returns, in one round trip, the state and the last journal lines of each engine unit.
+    Read-only: ``systemctl show`` and ``journalctl`` (message text only, ``-o cat``).
+
+    Sample output of the command::
+
+        @@spark-deploy@@ unit spark-engine-sglang.service
+        @@spark-deploy@@ state LoadState=loaded
+        @@spark-deploy@@ state ActiveState=failed
+        @@spark-deploy@@ state SubState=failed
+        @@spark-deploy@@ state Result=exit-code
+        @@spark-deploy@@ state ExecMainStatus=1
+        @@spark-deploy@@ state NRestarts=3
+        @@spark-deploy@@ state StateChangeTimestamp=Mon 2026-03-23 10:12:05 UTC
+        [2026-03-23 10:12:03 TP0] Load weight begin. avail mem=119.62 GB
+        RuntimeError: CUDA error: invalid device function
+        spark-engine-sglang.service: Failed with result 'exit-code'.
+
+    .. code:: python
+
+        [UnitJournal(unit="spark-engine-sglang.service",
+                     properties={"LoadState": "loaded", "ActiveState": "failed", ...},
+                     lines=("[2026-03-23 10:12:03 TP0] Load weight begin. ...", ...))]
+    """
+
+    def command(self, units: tuple[str, ...], lines: int) -> str:
+        properties = ",".join(UNIT_PROPERTIES)
+        commands = []
+        for unit in units:
+            quoted = shlex.quote(unit)
+            commands += [
+                f"printf '{JOURNAL_MARK} unit %s\\n' {quoted}",
+                f"systemctl show {quoted} -p {properties} | sed 's/^/{JOURNAL_MARK} state /'",
+                f"journalctl -u {quoted} -n {int(lines)} --no-pager -q -o cat",
+            ]
+        return "\n".join([*commands, "true"])
+
+    def process(self, output: list[str]) -> list[UnitJournal]:
+        found: list[tuple[str, dict[str, str], list[str]]] = []
+        for line in output:
+            kind, rest = "", ""
+            if line.startswith(f"{JOURNAL_MARK} "):
+                kind, _, rest = line[len(JOURNAL_MARK) + 1 :].partition(" ")
+            if kind == "unit":
+                found.append((rest.strip(), {}, []))
+            elif kind == "state" and found:
+                key, _, value = rest.partition("=")
+                found[-1][1][key] = value.strip()
+            elif found:
+                found[-1][2].append(line)
+        return [UnitJournal(unit, properties, tuple(lines)) for unit, properties, lines in found]

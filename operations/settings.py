@@ -64,6 +64,11 @@ ENGINE_ENV_FILE = "/etc/spark-deploy/{name}.env"  # the container's --env-file
 # sudo skips files in sudoers.d whose names contain a dot: the staged copy never goes live.
 ENGINE_SUDOERS = "/etc/sudoers.d/spark-deploy-{name}"
 ENGINE_SUDOERS_GLOB = "/etc/sudoers.d/spark-deploy-*"
+# engine.alerts: Prometheus alert rules and scrape config, beside the engine on its Spark.
+PROMETHEUS_DIR = "/etc/spark-deploy/prometheus"
+PROMETHEUS_RULES = PROMETHEUS_DIR + "/{name}.rules.yml"
+PROMETHEUS_SCRAPE = PROMETHEUS_DIR + "/{name}.scrape.yml"
+PROMETHEUS_GLOB = PROMETHEUS_DIR + "/spark-engine-*.yml"
 # Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
 OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
 OOM_DROP_IN = "/etc/systemd/system/{unit}.d/spark-deploy-oom.conf"

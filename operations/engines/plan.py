@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .alerts import AlertPlan
 from .flags import to_argv
-from .profiles import EngineConfigError, MultiNode, effective_args, effective_env, profile
+from .profiles import (
+    EngineConfigError,
+    MultiNode,
+    effective_args,
+    effective_env,
+    profile,
+    speculative_on,
+)
 from .rules import Violation, check_rules
 from .settings import EngineSettings
 
@@ -58,6 +66,7 @@ class EnginePlan:
     docker_args: tuple[str, ...]
     nodes: int = 1
     rank: int = 0
+    alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
 
     @property
     def main(self) -> EngineService:
@@ -161,6 +170,13 @@ def plan_engine(
         docker_args=tuple(settings.docker_args),
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,
+        alerts=AlertPlan(
+            engine=settings.name,
+            version=settings.version,
+            threshold=settings.alert_accept_rate,
+            window=settings.alert_window,
+            speculative=speculative_on(settings, draft_folder),
+        ) if settings.alerts else None,
     )
     return plan, warnings
 

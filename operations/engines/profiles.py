@@ -110,7 +110,7 @@ def _render(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
-def _speculative(settings: EngineSettings, draft_folder: str | None) -> bool:
+def speculative_on(settings: EngineSettings, draft_folder: str | None) -> bool:
     return settings.speculative if settings.speculative is not None else draft_folder is not None
 
 
@@ -166,7 +166,7 @@ def effective_args(
     """
     catalogue = load_catalogue(settings.name, settings.version)
     engine = profile(settings.name)
-    speculative = _speculative(settings, draft_folder)
+    speculative = speculative_on(settings, draft_folder)
     problems: list[str] = []
     if speculative and draft_folder is None:
         problems.append(
@@ -178,6 +178,8 @@ def effective_args(
     layers.append({f: v for f, v in engine["if_supported"].items() if catalogue.accepts(f, v)})
     if speculative and draft_folder is not None:
         layers.append(engine["speculative"]["args"])
+    if settings.alerts:
+        layers.append(engine["metrics"]["args"])
     if multinode is not None:
         layers.append(engine["multinode"]["args"])
         if multinode.rank > 0:
@@ -204,7 +206,7 @@ def effective_env(
     engine = profile(settings.name)
     values = _placeholders(settings, "", draft_folder, multinode)
     env: dict[str, Any] = dict(engine["env"])
-    if _speculative(settings, draft_folder) and draft_folder is not None:
+    if speculative_on(settings, draft_folder) and draft_folder is not None:
         env |= engine["speculative"]["env"]
     if multinode is not None:
         env |= engine["multinode"]["env"]

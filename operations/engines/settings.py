@@ -140,6 +140,26 @@ class EngineSettings(BaseModel):
         "lifecycle itself: the GB10 rules refuse --rm and --restart here.",
     )
 
+    alerts: bool = Field(
+        False,
+        description="Render Prometheus alert rules and a scrape config for the engine under "
+        "/etc/spark-deploy/prometheus/ (engine down; speculative accept rate low). SGLang "
+        "then runs with --enable-metrics. false removes the files.",
+    )
+    alert_accept_rate: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="Speculative decoding accept rate (accepted / proposed draft tokens) below "
+        "which, averaged over alert_window, the alert fires.",
+    )
+    alert_window: str = Field(
+        "15m",
+        pattern=r"^[1-9][0-9]*[smh]$",
+        description="Window the accept rate is averaged over, as a Prometheus duration "
+        "(`15m`, `1h`).",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _engine_defaults(cls, data: Any) -> Any:
