@@ -57,15 +57,19 @@ class Docker:
         return self("ps", "-a", "--format", "{{.Names}} {{.Status}}").stdout.splitlines()
 
 
-@pytest.fixture
-def docker(tmp_path):
-    made = Docker(tmp_path)
+def cleaned_up(made: Docker):
+    """Yield the stand-in; afterwards end what the test left running, and every container."""
     yield made
     for process in made.foreground:
         if process.poll() is None:
             process.kill()
     for line in made("ps", "-aq").stdout.split():
         made("rm", "-f", line)
+
+
+@pytest.fixture
+def docker(tmp_path):
+    yield from cleaned_up(Docker(tmp_path))
 
 
 def free_port() -> int:

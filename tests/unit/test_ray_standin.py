@@ -15,8 +15,8 @@ import pytest
 from tests.unit.test_engine_standin import (  # the same docker stand-in harness
     VLLM_IMAGE,
     Docker,
+    cleaned_up,
     free_port,
-    get,
     refused,
     wait_serving,
 )
@@ -60,13 +60,7 @@ class RayDocker(Docker):
 
 @pytest.fixture
 def docker(tmp_path):
-    made = RayDocker(tmp_path)
-    yield made
-    for process in made.foreground:
-        if process.poll() is None:
-            process.kill()
-    for line in made("ps", "-aq").stdout.split():
-        made("rm", "-f", line)
+    yield from cleaned_up(RayDocker(tmp_path))
 
 
 def until(check, timeout: float = 15):
