@@ -25,7 +25,7 @@ from operations.preflight import refusals as gpu_refusals
 from operations.roce import check_gids
 from operations.settings import DRM_OVERRIDE_CONF, SparkSettings
 
-UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "ActiveEnterTimestamp")
+STATUS_UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "ActiveEnterTimestamp")
 API_HOST = "127.0.0.1"  # the engine binds there (or to every address): ask from the Spark
 API_TIMEOUT = 5  # seconds curl may take for /v1/models
 KIB_PER_GIB = 1024 * 1024  # /proc/meminfo counts KiB; the guard counts GiB as `free -g`
@@ -48,7 +48,7 @@ class Status:
     packages: dict[str, str]  # installed driver package -> version
     holds: frozenset[str]
     temperature: str  # of GPU 0, as nvidia-smi prints it (°C), "" when it does not answer
-    units: dict[str, dict[str, str]]  # unit -> UNIT_PROPERTIES as systemctl shows them
+    units: dict[str, dict[str, str]]  # unit -> STATUS_UNIT_PROPERTIES as systemctl shows them
     api: Api | None  # None when this Spark serves no API
     network: Network  # empty when the Spark has no QSFP rails
 
@@ -132,7 +132,7 @@ class SparkStatus(FactBase):
             "printf 'temperature=%s\\n' \"$(nvidia-smi --query-gpu=temperature.gpu"
             " --format=csv,noheader 2>/dev/null | head -n1)\"",
             *(
-                f"systemctl show -p {','.join(UNIT_PROPERTIES)} {q(unit)} 2>/dev/null"
+                f"systemctl show -p {','.join(STATUS_UNIT_PROPERTIES)} {q(unit)} 2>/dev/null"
                 f" | sed {q(f's/^/unit.{unit}=/')}"
                 for unit in units
             ),

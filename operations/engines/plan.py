@@ -26,7 +26,6 @@ from .settings import EngineSettings
 LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": []}
 # The image's ENTRYPOINT, which `docker exec` does not apply.
 ENTRYPOINTS = {"sglang": (), "vllm": ("vllm", "serve")}
-ROLES = ("server", "ray-head", "ray-worker")
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class EngineService:
     unit: str  # systemd unit file name
     container: str  # the container it runs, or runs in
     command: tuple[str, ...]  # after the image (docker run), or in the container (docker exec)
-    role: str = "server"  # one of ROLES
+    role: str = "server"  # server, ray-head or ray-worker (engine.description names each)
     entrypoint: str = ""  # replaces the image's entrypoint (docker run --entrypoint)
     part_of: str = ""  # the unit whose container it runs in
     wait: tuple[str, ...] = ()  # spark-ray-wait's arguments: what must be up before it starts
