@@ -4,24 +4,17 @@ Prepare one or two DGX Sparks to serve large language models:
     pyinfra inventory.py deploy.py
 
 This file is the table of contents of the whole deploy: each line is a named deploy from
-operations/, run in order on every Spark. A second run on a prepared Spark changes nothing.
+sparkdeploy/deploys/, run in order on every Spark. A second run on a prepared Spark changes
+nothing.
 """
 
 from pyinfra import config
 
-from operations import (
-    drm,
-    driver,
-    engine,
-    huggingface,
-    memory,
-    models,
-    network,
-    notices,
-    preflight,
-    proof,
-    reboot,
-)
+from sparkdeploy.deploys.engine import serve
+from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
+from sparkdeploy.deploys.models import folders, huggingface
+from sparkdeploy.deploys.qsfp import network, proof
+from sparkdeploy.reports import notices
 
 config.SUDO = True
 notices.install()
@@ -32,7 +25,7 @@ drm.remove_drm_override()
 network.configure_qsfp_network()
 proof.prove_qsfp_path()
 huggingface.configure_huggingface()
-models.prepare_models()
+folders.prepare_models()
 memory.guard_memory()
-engine.serve_model()
+serve.serve_model()
 reboot.reboot_when_needed()

@@ -10,7 +10,7 @@ signatures it matched (rule id, cause, fix) or says that none did and shows the 
 
 from pyinfra import config
 
-from operations import diagnosis, notices
+from sparkdeploy.reports import diagnosis, notices
 
 config.SUDO = True  # the journal of a system unit is readable by root (and adm)
 notices.install(final_only=False)

@@ -9,8 +9,8 @@ pyinfra inventory: the Sparks named in the YAML file at $SPARK_INVENTORY
 import os as _os
 import sys as _sys
 
-from operations.settings import InventoryError as _InventoryError
-from operations.settings import load_inventory as _load_inventory
+from sparkdeploy.config.errors import InventoryError as _InventoryError
+from sparkdeploy.inventory import load_inventory as _load_inventory
 
 _path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
 

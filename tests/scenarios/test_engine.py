@@ -139,9 +139,10 @@ class TestEngineService:
 
 
 class TestBrokenSudoers:
-    """A sudoers file that visudo rejects never reaches /etc/sudoers.d, and sudo still works."""
+    """A sudoers file that visudo rejects never reaches /etc/sudoers.d, and sudo still works.
+    The twin plans an engine, so the engine's sudoers file is in its managed-file registry."""
 
-    twins = {"sudoers": {}}
+    twins = {"sudoers": {**harness.MODEL, "engine": {"name": "sglang"}}}
 
     def test_rejected_before_it_goes_live(self, scenario):
         twin = scenario.twins["sudoers"]
@@ -149,7 +150,7 @@ class TestBrokenSudoers:
         assert run.returncode != 0
         assert "syntax error" in run.stderr or "parse error" in run.stderr, run.explain()
         listing = twin.exec("ls -A /etc/sudoers.d").stdout.split()
-        assert not any(name.startswith("spark-deploy-broken") for name in listing), listing
+        assert not any(name.startswith("spark-deploy-") for name in listing), listing
         assert twin.exec("visudo -c", check=False).returncode == 0
         assert twin.exec("su - spark -c 'sudo -n true'", check=False).returncode == 0
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from operations.settings import DRM_OVERRIDE_CONF, REBOOT_PENDING
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, REBOOT_PENDING
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operations.settings import DRM_OVERRIDE_CONF, HF_PROFILE, MEMORY_GUARD
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, HF_PROFILE, MEMORY_GUARD
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
 

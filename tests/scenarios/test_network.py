@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 
-from operations.settings import DRM_OVERRIDE_CONF, ENGINE_ENV
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, NCCL_ENV
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
 
@@ -17,7 +17,7 @@ RAILS = harness.RAILS
 RAIL_OP = "Configure the QSFP network | Rail {}: NetworkManager profile"
 ENV_OP = (
     "Prove the QSFP path and write the engine environment | "
-    f"Write {ENGINE_ENV} from what the proof found"
+    f"Write {NCCL_ENV} from what the proof found"
 )
 DRM_OP = "Remove the memory-capping drm override | Remove the drm override conf (caps CUDA memory at ~62 GB)"
 GID_TOOL = "/etc/NetworkManager/dispatcher.d/50-spark-twin-roce-gids"
@@ -53,7 +53,7 @@ def configure(scenario, name: str, **keys) -> None:
 
 
 def env(twin: harness.Twin) -> dict[str, str]:
-    text = twin.read(ENGINE_ENV) or ""
+    text = twin.read(NCCL_ENV) or ""
     return dict(
         line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
     )
@@ -144,7 +144,7 @@ class TestQsfpPair:
             assert values["SPARK_PEER_ADDR"] == peer
             assert values["SPARK_HEAD_ADDR"] == "192.168.100.1"
             assert values["RAY_memory_monitor_refresh_ms"] == "0"
-            mode = twin.exec(f"stat -c '%a %U %G' {ENGINE_ENV}").stdout.strip()
+            mode = twin.exec(f"stat -c '%a %U %G' {NCCL_ENV}").stdout.strip()
             assert mode == "644 root root"
         assert env(scenario.twins["net-a"])["SPARK_NODE_RANK"] == "0"
         assert env(scenario.twins["net-b"])["SPARK_NODE_RANK"] == "1"
@@ -235,4 +235,4 @@ class TestSparkAlone:
         assert "QSFP proven" not in run.stderr and "ping -n" not in run.stderr
         assert "nmcli" not in run.stderr
         assert solo.exec("nmcli -t connection show; ip -o addr").stdout == before
-        assert solo.read(ENGINE_ENV) is None
+        assert solo.read(NCCL_ENV) is None

@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from operations.engines.alerts import metrics, template_values
-from operations.engines.catalogue import DEFAULT_WHEEL_DIR, find_wheel
-from operations.facts import alert_paths
-from operations.settings import InventoryError, validate_inventory
-from operations.templates import render
+from sparkdeploy.engine_plan.alerts import template_values
+from sparkdeploy.knowledge.metrics import metrics
+from tools.catalogue.build import DEFAULT_WHEEL_DIR, find_wheel
+from sparkdeploy.config.paths import engine_files
+from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.inventory import build_inventory
+from sparkdeploy.render import render
 
 SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\{")  # a metric name before its labels
 PROMTOOL_PACKAGE = "prometheus"  # Debian/Ubuntu: promtool ships in it (19 MB, ~9 s to install)
@@ -33,7 +35,7 @@ def plan(engine: dict, draft: bool = True):
             "model_base_repo": "mistralai/Mistral-Small-4-119B-2603"}
     if draft:
         keys["draft_model_repo"] = "mistralai/Mistral-Small-4-119B-2603-eagle"
-    return validate_inventory({"sparks": {"spark-1": keys}}, "inventory/sparks.yml").engine_plans[
+    return build_inventory({"sparks": {"spark-1": keys}}, "inventory/sparks.yml").engine_plans[
         "spark-1"]
 
 
@@ -53,13 +55,14 @@ CASES = {
 
 def test_alerts_are_off_by_default_and_sglang_then_serves_metrics():
     off = plan({"name": "sglang"})
-    assert off.alerts is None and alert_paths(off) == ()
+    assert off.alerts is None and not off.writes_alerts
     assert "--enable-metrics" not in off.argv
     on = plan({"name": "sglang", "alerts": True})
     assert "--enable-metrics" in on.argv
     assert on.alerts.speculative and (on.alerts.threshold, on.alerts.window) == (0.15, "15m")
-    assert alert_paths(on) == ("/etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml",
-                               "/etc/spark-deploy/prometheus/spark-engine-sglang.scrape.yml")
+    assert [f.path for f in engine_files(on)][-2:] == [
+        "/etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml",
+        "/etc/spark-deploy/prometheus/spark-engine-sglang.scrape.yml"]
     assert not plan({"name": "sglang", "alerts": True}, draft=False).alerts.speculative
 
 
@@ -107,7 +110,7 @@ def test_metric_names_are_declared_in_the_pinned_wheel(engine, version):
     wheel = find_wheel(engine, version, DEFAULT_WHEEL_DIR)
     if wheel is None:
         pytest.skip(f"no {engine} {version} wheel in {DEFAULT_WHEEL_DIR}; fetch it with "
-                    f"`python -m operations.engines.catalogue {engine} {version}`")
+                    f"`python -m tools.catalogue {engine} {version}`")
     entry = metrics()[engine]
     with zipfile.ZipFile(wheel) as archive:
         source = archive.read(entry["source"]).decode()

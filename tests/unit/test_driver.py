@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from operations.driver import driver_packages, driver_refusals
-from operations.facts import FileState, SparkHostState
+from sparkdeploy.deploys.host.driver import driver_packages, driver_refusals
+from sparkdeploy.facts.host_state import FileState, SparkHostState
 from tests.unit.samples import docstring_sample
 from tests.unit.test_preflight import facts, settings
 
@@ -22,7 +22,7 @@ def test_host_state_parses_every_section():
     assert state.files["/etc/spark-deploy/hf.env"] == FileState(
         "5d41402abc4b2a76b9719d911017c592", "644", "root", "root")
     assert state.files["/usr/local/sbin/spark-memory-guard"] is None
-    assert state.files["/home/nvidia/.cache/huggingface/token"].mode == "600"
+    assert state.files["~/.cache/huggingface/token"].mode == "600"
     assert (state.gai_ipv4, state.hf_cli) == (True, "2.4.0")
     assert (state.user_home, state.user_group, state.ssh_home) == ("/home/nvidia", "nvidia",
                                                                    "/home/nvidia")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from operations.engines.flags import (
+from sparkdeploy.knowledge.flags import (
     CatalogueNotFound,
     available_versions,
     check_flags,

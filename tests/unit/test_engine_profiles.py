@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from operations.engines.flags import available_versions, check_flags, load_catalogue
-from operations.engines.profiles import (
+from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
+from sparkdeploy.engine_plan.effective import (
     EngineConfigError,
     MultiNode,
     effective_args,
     effective_env,
     profile,
 )
-from operations.engines.settings import EngineSettings, images
+from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.knowledge.images import images
 
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
 DRAFT = "/opt/models/Mistral-Small-4-119B-2603-eagle"
@@ -93,7 +94,7 @@ def test_vllm_profile_follows_report_002():
 
 
 def test_optional_flags_only_when_the_catalogue_has_them(monkeypatch):
-    from operations.engines import profiles
+    from sparkdeploy.knowledge import profiles
 
     monkeypatch.setitem(
         profile("sglang")["if_supported"], "--moe-runner-backend", "no_such_backend"

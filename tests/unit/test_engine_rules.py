@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from operations.engines.flags import available_versions, load_catalogue
-from operations.engines.profiles import MultiNode, effective_args, effective_env
-from operations.engines.rules import check_rules, load_rules
-from operations.engines.settings import EngineSettings
+from sparkdeploy.knowledge.flags import available_versions, load_catalogue
+from sparkdeploy.engine_plan.effective import MultiNode, effective_args, effective_env
+from sparkdeploy.engine_plan.rules import check_rules, load_rules
+from sparkdeploy.config.engine import EngineSettings
 
 MODEL, DRAFT = "/opt/models/Mistral-Small-4-119B-2603-NVFP4", "/opt/models/eagle"
 PAIR = MultiNode(nodes=2, rank=0, head="10.0.0.1", interface="enp1s0f0np0")
@@ -135,7 +135,7 @@ def test_rule_flags_exist_in_a_catalogue_of_their_engine(rule):
 
 
 def test_a_malformed_rules_file_is_refused_with_every_problem(tmp_path, monkeypatch):
-    from operations.engines import rules
+    from sparkdeploy.engine_plan import rules
 
     bad = tmp_path / "gb10_rules.yaml"
     bad.write_text(

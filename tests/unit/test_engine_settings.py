@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from operations.engines.flags import available_versions
-from operations.engines.settings import (
+from sparkdeploy.knowledge.flags import available_versions
+from sparkdeploy.config.engine import (
     EngineSettings,
     image_tag,
     images,

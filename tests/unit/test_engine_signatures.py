@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from operations.engines.rules import load_rules
-from operations.engines.signatures import diagnose, signatures
+from sparkdeploy.engine_plan.rules import load_rules
+from sparkdeploy.knowledge.signatures import diagnose, signatures
 
 EXCERPTS = {
     "flashinfer-invalid-device-function": (

@@ -7,9 +7,9 @@ import shlex
 
 import pytest
 
-from operations.engine import systemd_word, unit_text
-from operations.settings import validate_inventory
-from operations.templates import render
+from sparkdeploy.deploys.engine.units import systemd_word, unit_text
+from sparkdeploy.inventory import build_inventory
+from sparkdeploy.render import render
 
 PAIR_QSFP = [
     [{"interface": "enp1s0f0np0", "address": f"192.168.100.{n}/24"},
@@ -22,7 +22,7 @@ def inventory(engine: dict, pair: bool = False):
     sparks = {"s1": {"ssh_host": "a"}}
     if pair:
         sparks = {f"s{n}": {"ssh_host": f"h{n}", "qsfp": PAIR_QSFP[n - 1]} for n in (1, 2)}
-    return validate_inventory({
+    return build_inventory({
         "defaults": {"ssh_user": "nvidia", "engine": engine,
                      "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
                      "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
@@ -158,15 +158,15 @@ def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
 
 
 def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
-    from operations.facts import engine_paths
+    from sparkdeploy.config.paths import engine_files
     inv = inventory({"name": "vllm"}, pair=True)
-    assert engine_paths(inv.engine_plans["s1"]) == (
+    assert [file.path for file in engine_files(inv.engine_plans["s1"])] == [
         "/etc/spark-deploy/spark-engine-vllm.env",
         "/etc/systemd/system/spark-engine-vllm-ray-head.service",
         "/etc/sudoers.d/spark-deploy-spark-engine-vllm-ray-head",
         "/etc/systemd/system/spark-engine-vllm.service",
         "/etc/sudoers.d/spark-deploy-spark-engine-vllm",
-    )
+    ]
     assert inv.engine_plans["s1"].units == (
         "spark-engine-vllm.service", "spark-engine-vllm-ray-head.service")
     assert inv.engine_plans["s2"].units == ("spark-engine-vllm-ray-worker.service",)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 from types import SimpleNamespace
 
-from operations.network import netplan_claims, profile_commands, refusals
-from operations.network_facts import QsfpNetwork
-from operations.engine_env import render
-from operations.proof import proof
-from operations.roce import check_gids
-from operations.settings import QsfpInterface, SparkSettings
+from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
+from sparkdeploy.facts.network import QsfpNetwork
+from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
+from sparkdeploy.deploys.qsfp.proof import proof
+from sparkdeploy.facts.roce import check_gids
+from sparkdeploy.config.spark import QsfpInterface, SparkSettings
+from sparkdeploy.config.topology import Topology
 
 PROFILE = "profile.qsfp-enp1s0f0np0="
 CONVERGED = f"""\
@@ -161,12 +162,12 @@ def test_netplan_files_other_than_networkmanagers_own_are_reported():
                             "networkd renderer does nothing for it on a Spark")
 
 
-def peer(node: int = 2, **keys):
-    return SimpleNamespace(name=f"spark-{node}", data=SimpleNamespace(spark=settings(node, **keys)))
+PAIR = Topology.of({"spark-1": settings(1), "spark-2": settings(2)})
+ALONE = Topology.of({"spark-1": settings(1)})
 
 
 def test_ping_failure_names_the_rail_both_addresses_and_mtus():
-    found, problems = proof("spark-1", settings(), facts(), peer(), {"enP2p1s0f0np0": 1500})
+    found, problems = proof(settings(), PAIR["spark-1"], facts(), {"enP2p1s0f0np0": 1500})
     assert problems == [
         "rail 2: spark-1 enP2p1s0f0np0 192.168.101.1 (MTU 9000) got no reply from spark-2 "
         "enP2p1s0f0np0 192.168.101.2 (MTU 1500) to a 8972-byte don't-fragment ping "
@@ -177,18 +178,15 @@ def test_ping_failure_names_the_rail_both_addresses_and_mtus():
 
 def test_alone_there_is_no_ping_to_check():
     all_ok = facts(drop="ping.enP2p1s0f0np0")
-    assert proof("spark-1", settings(), all_ok, None, {})[1] == []
-    assert proof("spark-1", settings(), facts(drop="ping."), None, {})[1] == []
+    assert proof(settings(), ALONE["spark-1"], all_ok, {})[1] == []
+    assert proof(settings(), ALONE["spark-1"], facts(drop="ping."), {})[1] == []
 
 
 def test_engine_environment_from_what_was_found():
-    one, two = peer(1), peer(2)
-    inventory = [one, two]
-    for host in inventory:
-        host.inventory = inventory
+    one = PAIR["spark-1"]
     found, _ = check_gids(facts().gids, [("enp1s0f0np0", "192.168.100.1"),
                                          ("enP2p1s0f0np0", "192.168.101.1")], 3, "/sys")
-    text = render(one, found)
+    text = nccl_env(one, found)
     values = dict(line.split("=", 1) for line in text.splitlines() if line[:1].isupper())
     assert values == {
         "NCCL_IB_HCA": "rocep1s0f0,roceP2p1s0f0",
@@ -206,14 +204,13 @@ def test_engine_environment_from_what_was_found():
     assert "# rail 2: enP2p1s0f0np0 192.168.101.1/24 <-> 192.168.101.2, roceP2p1s0f0 port 1, " \
            "RoCE v2 GID index 3\n" in text
     moved = [dataclasses.replace(r, gid=dataclasses.replace(r.gid, index=5)) for r in found]
-    assert "NCCL_IB_GID_INDEX=5\n" in render(one, moved)
+    assert "NCCL_IB_GID_INDEX=5\n" in nccl_env(one, moved)
 
 
 def test_engine_environment_of_a_spark_alone():
-    alone = peer(1)
-    alone.inventory = [alone]
+    alone = ALONE["spark-1"]
     found, _ = check_gids(facts().gids, [("enp1s0f0np0", "192.168.100.1"),
                                          ("enP2p1s0f0np0", "192.168.101.1")], 3, "/sys")
-    text = render(alone, found)
+    text = nccl_env(alone, found)
     assert "SPARK_PEER_ADDR" not in text
     assert "SPARK_NNODES=1\n" in text and "SPARK_HEAD_ADDR=192.168.100.1\n" in text

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from operations.facts import SparkPreflight
-from operations.preflight import refusals, summary
-from operations.settings import SparkSettings
+from sparkdeploy.facts.preflight import SparkPreflight
+from sparkdeploy.deploys.host.preflight import refusals, summary
+from sparkdeploy.config.spark import SparkSettings
 from tests.unit.samples import docstring_sample
 
 SPARK_OUTPUT = docstring_sample(SparkPreflight)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from operations.network_facts import QsfpNetwork
-from operations.roce import (
+from sparkdeploy.facts.network import QsfpNetwork
+from sparkdeploy.facts.roce import (
     ZERO_GID,
     Gid,
     check_gids,

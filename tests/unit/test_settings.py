@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from operations.settings import InventoryError, SparkSettings, load_inventory, validate_inventory
+from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.inventory import build_inventory, load_inventory
 
 PATH = "inventory/sparks.yml"
 
 
 def problems(raw) -> list[str]:
     with pytest.raises(InventoryError) as caught:
-        validate_inventory(raw, PATH)
+        build_inventory(raw, PATH)
     return caught.value.problems
 
 
 def test_defaults_then_shared_then_host_keys():
-    inventory = validate_inventory(
+    inventory = build_inventory(
         {
             "defaults": {"ssh_user": "nvidia", "allow_reboot": True, "model_dir": "/srv/m/"},
             "sparks": {
@@ -36,7 +38,7 @@ def test_defaults_then_shared_then_host_keys():
 
 
 def test_pyinfra_host_data_carries_ssh_keys_and_settings():
-    inventory = validate_inventory(
+    inventory = build_inventory(
         {"sparks": {"spark-1": {"ssh_host": "h", "ssh_key": "/k", "ssh_user": "u"}}}, PATH
     )
     [(name, data)] = inventory.pyinfra_hosts()
@@ -157,7 +159,7 @@ def pair(one: list, two: list, **shared) -> dict:
 
 
 def test_qsfp_rails_with_their_defaults():
-    inventory = validate_inventory(pair(rails(1), rails(2), roce_gid_index="auto"), PATH)
+    inventory = build_inventory(pair(rails(1), rails(2), roce_gid_index="auto"), PATH)
     one = inventory.sparks["spark-1"]
     assert [(r.interface, r.address, r.mtu, r.ipv6) for r in one.qsfp] == [
         ("enp1s0f0np0", "192.168.100.1/24", 9000, False),
@@ -165,7 +167,7 @@ def test_qsfp_rails_with_their_defaults():
     ]
     assert one.qsfp[1].ip == "192.168.101.1" and str(one.qsfp[1].network) == "192.168.101.0/24"
     assert one.roce_gid_index == "auto" and one.sysfs_root == "/sys"
-    alone = validate_inventory({"sparks": {"s": {"ssh_host": "a", "ssh_user": "u"}}}, PATH)
+    alone = build_inventory({"sparks": {"s": {"ssh_host": "a", "ssh_user": "u"}}}, PATH)
     alone = alone.sparks["s"]
     assert alone.qsfp == [] and alone.roce_gid_index == 3
 
@@ -232,7 +234,7 @@ def test_pair_lists_the_same_rails_on_both():
 
 
 def test_readme_documents_every_engine_key():
-    from operations.engines.settings import EngineSettings
+    from sparkdeploy.config.engine import EngineSettings
 
     readme = open("README.md", encoding="utf-8").read()
     for key in EngineSettings.model_fields:

@@ -7,20 +7,19 @@ import dataclasses
 
 import pytest
 
-from operations.engines.plan import EnginePlan, plan_sparks
-from operations.notices import aligned
-from operations.settings import DRM_OVERRIDE_CONF, SparkSettings
-from operations.status import (
+from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
+from sparkdeploy.render import aligned
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Topology
+from sparkdeploy.facts.status import Api, SparkStatus, Status, parse_api
+from sparkdeploy.reports.status import (
     FAIL,
     NONE,
     OK,
     WARN,
-    Api,
     Row,
-    SparkStatus,
-    Status,
     format_status,
-    parse_api,
     status_rows,
 )
 from tests.twins import harness
@@ -42,7 +41,8 @@ def sparks(**keys) -> dict[str, SparkSettings]:
 
 
 PAIR = sparks()
-PLANS, _, _ = plan_sparks(PAIR)
+TOPOLOGY = Topology.of(PAIR)
+PLANS, _, _ = plan_sparks(PAIR, TOPOLOGY)
 
 
 def status(lines=SAMPLE, drop: str = "", add: tuple[str, ...] = ()) -> Status:
@@ -53,10 +53,10 @@ def status(lines=SAMPLE, drop: str = "", add: tuple[str, ...] = ()) -> Status:
 def rows_of(state: Status, name: str = "spark-1", plan: EnginePlan | None = None,
             spark: SparkSettings | None = None) -> dict[str, list[Row]]:
     """The head's rows by check (rails and units can have several)."""
-    peer = PAIR["spark-2" if name == "spark-1" else "spark-1"]
+    rails = Topology.of({**PAIR, name: spark or PAIR[name]})[name].rails
     found: dict[str, list[Row]] = {}
     chosen = plan if plan is not None else PLANS[name]
-    for row in status_rows(spark or PAIR[name], chosen, peer, state):
+    for row in status_rows(spark or PAIR[name], chosen, rails, state):
         found.setdefault(row.check, []).append(row)
     return found
 
@@ -137,7 +137,7 @@ def test_head_rows_from_the_sample():
 
 def test_rows_come_in_the_deploys_order():
     checks = [row.check for row in status_rows(PAIR["spark-1"], PLANS["spark-1"],
-                                                PAIR["spark-2"], status())]
+                                                TOPOLOGY["spark-1"].rails, status())]
     assert checks == ["gpu", "driver", "drm override", "memory", "rail 1", "rail 2",
                       "roce gid", "unit", "engine"]
 
@@ -209,7 +209,7 @@ def test_every_unit_of_the_plan_gets_a_row():
 
 def test_a_spark_without_engine_or_rails():
     alone = SparkSettings(ssh_host="x", ssh_user="nvidia")
-    rows = status_rows(alone, None, None, status())
+    rows = status_rows(alone, None, (), status())
     assert [row.check for row in rows] == ["gpu", "driver", "drm override", "memory", "engine"]
     assert rows[-1] == Row("engine", NONE, "none (no engine: in the inventory)")
 

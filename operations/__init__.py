@@ -1,1 +1,0 @@
-"""Operations that prepare a DGX Spark, one module per thing they manage."""

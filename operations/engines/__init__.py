@@ -1,1 +1,0 @@
-"""Engines (SGLang, vLLM): flag catalogues, validation, GB10 profiles and rules."""

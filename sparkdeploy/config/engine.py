@@ -1,0 +1,234 @@
+"""
+Engine settings: which engine serves the model on a Spark, from which pinned image, with
+which overrides. Nested as ``engine:`` in the inventory::
+
+    engine:
+      name: sglang                      # or vllm
+      image: lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a   # default per engine
+      args: {--max-running-requests: 8, --moe-runner-backend: null}   # null drops a default
+      env: {SGLANG_ENABLE_SPEC_V2: "False"}
+
+Validation follows ``sparkdeploy/config/spark.py``: strict types, unknown keys refused, and
+within a key every problem listed at once (each flag named, with what would be valid).
+Engine flags are checked against the catalogue of the pinned release, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from sparkdeploy.knowledge.flags import (
+    CatalogueNotFound,
+    available_versions,
+    check_flags,
+    load_catalogue,
+)
+from sparkdeploy.knowledge.images import image_tag, images, version_for_image
+from sparkdeploy.knowledge.profiles import managed_flags
+
+DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY", re.IGNORECASE)
+UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
+
+Scalar = Union[bool, int, float, str]
+ArgValue = Union[bool, int, float, str, list[Scalar], dict[str, Any]]
+
+
+class EngineSettings(BaseModel):
+    """The engine of one Spark. Field descriptions are the user documentation."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: Literal["sglang", "vllm"] = Field(
+        description="Engine serving the model: `sglang` or `vllm`. Required."
+    )
+    image: str = Field(
+        "",
+        description="Container image, pinned by tag or digest (`latest` and untagged images "
+        "are refused). Default: SGLang's nightly cu13 build from the field reports "
+        "(lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a); vLLM: vllm/vllm-openai at "
+        "the catalogued release.",
+    )
+    version: str = Field(
+        "",
+        validate_default=True,
+        description="Engine release whose flag catalogue checks every flag "
+        "(sparkdeploy/knowledge/catalogues/). Default: the release the image maps to in "
+        "sparkdeploy/knowledge/images.yaml.",
+    )
+    args: dict[str, ArgValue | None] = Field(
+        default_factory=dict,
+        description="Engine flags over the GB10 profile: `--flag: value`, `true` for a flag "
+        "without value, a list for several values, null to drop a profile default.",
+    )
+    env: dict[str, str | None] = Field(
+        default_factory=dict,
+        description="Environment variables over the profile's (name: value; null drops one). "
+        "No secrets: names with TOKEN, SECRET, PASSWORD or API_KEY are refused.",
+    )
+    port: int = Field(
+        0,
+        ge=1,
+        le=65535,
+        description="Port the engine's OpenAI-compatible API listens on. Default: SGLang "
+        "30000, vLLM 8000.",
+    )
+    bind: Literal["127.0.0.1", "0.0.0.0"] = Field(
+        "127.0.0.1",
+        description="Address the API binds to. 0.0.0.0 exposes the unauthenticated API on "
+        "every interface (allowed, with a warning); prefer a reverse proxy.",
+    )
+    served_model_name: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^\S+$",
+        description="Model name clients send in requests. Unset: the model folder's name.",
+    )
+    context_length: int | None = Field(
+        None,
+        ge=1,
+        description="Maximum context length in tokens. Unset: the profile's (SGLang 65536, "
+        "vLLM 262144).",
+    )
+    other_gpu_services: list[str] = Field(
+        default_factory=list,
+        description="systemd units that must not run alongside the engine (they share the "
+        "128 GB unified memory), e.g. a TTS or image service.",
+    )
+    speculative: bool | None = Field(
+        None,
+        description="Speculative decoding (EAGLE) with the draft model. Unset: on when "
+        "draft_model_repo is set.",
+    )
+    docker_args: list[str] = Field(
+        default_factory=list,
+        description="Extra `docker run` options. The deploy manages the container's "
+        "lifecycle itself: the GB10 rules refuse --rm and --restart here.",
+    )
+
+    alerts: bool = Field(
+        False,
+        description="Render Prometheus alert rules and a scrape config for the engine under "
+        "/etc/spark-deploy/prometheus/ (engine down; speculative accept rate low). SGLang "
+        "then runs with --enable-metrics. false removes the files.",
+    )
+    alert_accept_rate: float = Field(
+        0.15,
+        ge=0,
+        le=1,
+        description="Speculative decoding accept rate (accepted / proposed draft tokens) below "
+        "which, averaged over alert_window, the alert fires.",
+    )
+    alert_window: str = Field(
+        "15m",
+        pattern=r"^[1-9][0-9]*[smh]$",
+        description="Window the accept rate is averaged over, as a Prometheus duration "
+        "(`15m`, `1h`).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_defaults(cls, data: Any) -> Any:
+        """Image and port defaults depend on the engine."""
+        if isinstance(data, dict) and data.get("name") in DEFAULT_PORTS:
+            data = dict(data)
+            data.setdefault("image", images()[data["name"]]["default_image"])
+            data.setdefault("port", DEFAULT_PORTS[data["name"]])
+        return data
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        tag = image_tag(value)
+        if "@sha256:" in value:
+            return value
+        if not value or value.startswith(("-", ":")) or " " in value:
+            raise ValueError("must be an image reference like repository:tag")
+        if tag is None:
+            raise ValueError("is not pinned: add a tag (untagged means latest) or a digest")
+        if tag == "latest":
+            raise ValueError("`latest` is not pinned: name a dated or versioned tag")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _catalogued(cls, value: str, info: ValidationInfo) -> str:
+        name, image = info.data.get("name"), info.data.get("image")
+        if name is None or image is None:  # reported on their own keys
+            return value
+        known = ", ".join(available_versions(name))
+        if not value:
+            value = version_for_image(name, image) if image else None
+            if value is None:
+                raise ValueError(
+                    f"cannot tell the {name} release of image {image!r}; set version to one "
+                    f"of the catalogued releases: {known}"
+                )
+        try:
+            load_catalogue(name, value)
+        except CatalogueNotFound as error:
+            raise ValueError(str(error)) from None
+        mapped = version_for_image(name, image) if image else None
+        if mapped is not None and mapped != value:
+            raise ValueError(
+                f"image {image} is release {mapped}, not {value}; drop version or change the image"
+            )
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _known_flags(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        name, version = info.data.get("name"), info.data.get("version")
+        if name is None or not version:
+            return value
+        managed = managed_flags(name, version)
+        problems = [
+            f"{flag}: set by the deploy from {managed[flag]}; set that instead"
+            for flag in value
+            if flag in managed
+        ]
+        given = {
+            flag: item for flag, item in value.items() if item is not None and flag not in managed
+        }
+        problems += check_flags(name, version, given)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        problems = []
+        for key in value:
+            if not ENV_NAME.match(key):
+                problems.append(f"{key!r}: not an environment variable name (letters, digits, _)")
+            elif SECRET_ENV.search(key):
+                problems.append(
+                    f"{key}: secrets never go in the inventory; the deploy passes the HF token "
+                    "from the laptop itself"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("other_gpu_services")
+    @classmethod
+    def _unit_names(cls, value: list[str]) -> list[str]:
+        bad = [unit for unit in value if not UNIT_NAME.match(unit)]
+        if bad:
+            raise ValueError(f"not systemd unit names: {', '.join(map(repr, bad))}")
+        return value

@@ -1,0 +1,77 @@
+"""
+One way to say "refused, nothing was changed": every problem an inventory has, named by
+file, host and key with what would be valid, raised before any host is contacted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+
+
+from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.spark import QsfpInterface, SparkSettings
+
+KNOWN_KEYS = tuple(SparkSettings.model_fields)
+
+
+class InventoryError(Exception):
+    """Every problem found in an inventory file, listed at once."""
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path = path
+        self.problems = problems
+        lines = [f"Invalid inventory {path} ({len(problems)} problem(s)); no host was contacted:"]
+        lines += [f"  - {problem}" for problem in problems]
+        super().__init__("\n".join(lines))
+
+
+
+SECRET_KEYS = ("hf_token", "token", "huggingface_token")
+
+
+def valid_keys_hint(key: str, known: tuple[str, ...] = KNOWN_KEYS) -> str:
+    if key in SECRET_KEYS:
+        return (
+            "secrets never go in the inventory; export the token on the laptop "
+            "(HF_TOKEN, or the variable named by hf_token_env)"
+        )
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown key; {hint}valid keys: {', '.join(known)}"
+
+
+def location(loc: tuple) -> str:
+    """("qsfp", 0, "address") -> "key 'qsfp', rail 1, 'address'" (rails count from 1)."""
+    parts = [f"key '{loc[0]}'" if loc else "key '?'"]
+    for part in loc[1:]:
+        parts.append(f"rail {part + 1}" if isinstance(part, int) else f"'{part}'")
+    return ", ".join(parts)
+
+
+def describe(error: dict[str, Any]) -> str:
+    """One pydantic error as a sentence that says what would be valid."""
+    loc = error["loc"]
+    nested_models = {"qsfp": (QsfpInterface, 3), "engine": (EngineSettings, 2)}
+    model, depth = nested_models.get(loc[0] if loc else "", (SparkSettings, 1))
+    nested = len(loc) >= depth > 1
+    model = model if nested else SparkSettings
+    key = str(loc[-1] if nested else loc[0]) if loc else ""
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return valid_keys_hint(key, tuple(model.model_fields))
+    if kind == "missing":
+        return "required: " + model.model_fields[key].description.split(".")[0]
+    got = error.get("input")
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if isinstance(got, (list, dict)):  # a whole list of rails: the message names the rails
+        return message
+    return f"{message} (got {got!r})"
+
+
+def source_of(key: str, own: dict[str, Any], defaults: dict[str, Any]) -> str:
+    return " (set under defaults:)" if key in defaults and key not in own else ""
+

@@ -1,0 +1,149 @@
+"""
+Where things live on a Spark, and the registry of every file the deploy writes whole.
+
+Fixed paths are decided by DGX OS or by this project, never by the inventory. Every managed
+file is declared once, here, as a ``ManagedFile``: its path, mode, owner, which fact reads
+its checksum and how it is checked before it goes live. ``managed_files`` lists the files of
+one Spark; the coarse facts take their arguments from it and ``managed_file`` refuses any
+path that is not in it, so a new file cannot be silently rewritten on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sparkdeploy.config.spark import SparkSettings
+
+# Paths DGX OS decides.
+DRM_OVERRIDE_CONF = "/etc/modprobe.d/zz-nvidia-drm-override.conf"
+GAI_CONF = "/etc/gai.conf"
+SYSTEMD_DIR = "/etc/systemd/system"
+# Run-time markers: tmpfs, so whatever is here is gone after a reboot.
+RUN_DIR = "/run/spark-deploy"
+REBOOT_PENDING = f"{RUN_DIR}/reboot-pending"
+BOOT_MARKER = f"{RUN_DIR}/boot-marker"
+# NetworkManager profile of a QSFP interface: qsfp-<interface>.
+QSFP_PROFILE_PREFIX = "qsfp-"
+# The hf command's own venv (not a managed file: pip writes it).
+HF_CLI_VENV = "/opt/spark-deploy/hf-cli"
+# Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
+OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
+
+# The managed files, by the name the operations use.
+NCCL_ENV = "/etc/spark-deploy/nccl.env"  # what multi-node engines source (NCCL, Gloo, Ray)
+HF_ENV_FILE = "/etc/spark-deploy/hf.env"  # EnvironmentFile= for engine units
+HF_PROFILE = "/etc/profile.d/spark-deploy-hf.sh"  # login shells
+HF_TOKEN = "~/.cache/huggingface/token"  # under the operator's home (HF_HOME default)
+MEMORY_GUARD = "/usr/local/sbin/spark-memory-guard"
+MEMORY_GUARD_ENV = "/etc/spark-deploy/memory-guard.env"
+DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
+ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
+MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
+RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
+OOM_DROP_IN = SYSTEMD_DIR + "/{unit}.d/spark-deploy-oom.conf"
+CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file
+ENGINE_UNIT = SYSTEMD_DIR + "/{unit}"
+# sudo skips files in sudoers.d whose names contain a dot: the staged copy never goes live.
+ENGINE_SUDOERS = "/etc/sudoers.d/spark-deploy-{name}"
+PROMETHEUS_DIR = "/etc/spark-deploy/prometheus"  # engine.alerts, beside the engine
+PROMETHEUS_RULES = PROMETHEUS_DIR + "/{name}.rules.yml"
+PROMETHEUS_SCRAPE = PROMETHEUS_DIR + "/{name}.scrape.yml"
+# Engine files the deploy wrote in an earlier run: retired when no longer planned.
+ENGINE_FILE_GLOBS = (
+    SYSTEMD_DIR + "/spark-engine-*.service",
+    "/etc/sudoers.d/spark-deploy-*",
+    PROMETHEUS_DIR + "/spark-engine-*.yml",
+)
+
+OPERATOR = "operator"  # owner/group placeholder: the Spark's operator user and its group
+HOME = "~/"  # a path under the operator's home
+
+
+@dataclass(frozen=True)
+class ManagedFile:
+    """
+    One file the deploy owns whole.
+
+    ``read_by`` names the fact that reads its checksum (``host_state``: the coarse
+    preparation fact; ``qsfp_network``: the network fact, since the engine environment is
+    written from what the QSFP proof finds). ``validate`` checks the staged copy before it
+    replaces the file (``{path}`` stands for it); ``secret`` files are uploaded through a
+    private folder and never shown.
+    """
+
+    path: str
+    mode: str = "644"
+    owner: str = "root"
+    group: str = "root"
+    read_by: Literal["host_state", "qsfp_network"] = "host_state"
+    validate: str | None = None
+    secret: bool = False
+
+    @property
+    def under_home(self) -> bool:
+        return self.path.startswith(HOME)
+
+
+class ServiceFiles(Protocol):
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def unit_base(self) -> str: ...
+
+
+class PlanFiles(Protocol):
+    """What the registry reads of an engine plan (``engine_plan.plan.EnginePlan``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def services(self) -> Iterable[ServiceFiles]: ...
+
+    @property
+    def writes_alerts(self) -> bool: ...
+
+
+def _host_files(spark: SparkSettings) -> list[ManagedFile]:
+    files = [
+        ManagedFile(HF_ENV_FILE),
+        ManagedFile(HF_PROFILE),
+        ManagedFile(HF_TOKEN, mode="600", owner=OPERATOR, group=OPERATOR, secret=True),
+        ManagedFile(MEMORY_GUARD, mode="755"),
+        ManagedFile(MEMORY_GUARD_ENV),
+        ManagedFile(DROP_CACHES, mode="755"),
+        ManagedFile(ENGINE_HEALTH, mode="755"),
+        ManagedFile(MODEL_CHECK_BIN, mode="755"),
+        ManagedFile(RAY_WAIT, mode="755"),
+        *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),
+    ]
+    if spark.qsfp:
+        files.append(ManagedFile(NCCL_ENV, read_by="qsfp_network"))
+    return files
+
+
+def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
+    """The files an engine plan writes: the container environment, a unit and a sudoers
+    file per service, and the Prometheus files when the plan writes alerts."""
+    if plan is None:
+        return []
+    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name))]
+    for service in plan.services:
+        files += [
+            ManagedFile(ENGINE_UNIT.format(unit=service.unit)),
+            ManagedFile(ENGINE_SUDOERS.format(name=service.unit_base), mode="440",
+                        validate="visudo -cf {path}"),
+        ]
+    if plan.writes_alerts:
+        files += [ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),
+                  ManagedFile(PROMETHEUS_SCRAPE.format(name=plan.name))]
+    return files
+
+
+def managed_files(spark: SparkSettings, plan: PlanFiles | None) -> dict[str, ManagedFile]:
+    """Every file the deploy writes whole on one Spark, by path: the only such list."""
+    return {file.path: file for file in [*_host_files(spark), *engine_files(plan)]}

@@ -1,0 +1,283 @@
+"""
+The settings of one Spark, as the inventory gives them: every key, its type, default and
+meaning declared once (the field descriptions are the user documentation, rendered into
+docs/inventory.md by ``python -m tools.docs``), validated strictly and frozen.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from sparkdeploy.config.engine import EngineSettings
+
+REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
+NETDEV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+
+
+class QsfpInterface(BaseModel):
+    """One QSFP interface (one rail of the 400G cable) of a Spark."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    interface: str = Field(
+        description="Network interface of the rail, such as enp1s0f0np0 or enP2p1s0f0np0."
+    )
+    address: str = Field(
+        description="Static IPv4 address with prefix length (CIDR), such as 192.168.100.1/24."
+    )
+    mtu: int = Field(9000, ge=1280, le=9978, description="MTU of the rail (jumbo frames).")
+    ipv6: bool = Field(False, description="IPv6 link-local addresses on the rail.")
+
+    @field_validator("interface")
+    @classmethod
+    def _netdev(cls, value: str) -> str:
+        if not NETDEV_NAME.match(value) or value == "lo":
+            raise ValueError(
+                "must be a network interface name (up to 15 letters, digits, '.', '-', '_'; "
+                "not lo), such as enp1s0f0np0"
+            )
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        example = "such as 192.168.100.1/24"
+        if "/" not in value:
+            raise ValueError(f"must give the prefix length too, {example}")
+        try:
+            address = ipaddress.IPv4Interface(value)
+        except ValueError:
+            raise ValueError(f"must be an IPv4 address with prefix length, {example}") from None
+        network = address.network
+        if address.ip.is_loopback or address.ip.is_multicast or address.ip.is_unspecified:
+            raise ValueError(f"must be a unicast host address, {example}")
+        if network.prefixlen < 31 and address.ip in (network.network_address,
+                                                      network.broadcast_address):
+            raise ValueError(f"is the network or broadcast address of {network}; {example}")
+        return str(address)
+
+    @property
+    def ip(self) -> str:
+        return str(ipaddress.IPv4Interface(self.address).ip)
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Interface(self.address).network
+
+
+class SparkSettings(BaseModel):
+    """The validated settings of one Spark. Field descriptions are the user documentation."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    ssh_host: str = Field(
+        min_length=1,
+        description="Address or DNS name the laptop reaches the Spark's SSH server at. "
+        "Required, per host only.",
+    )
+    ssh_port: int = Field(22, ge=1, le=65535, description="SSH port of the Spark.")
+    ssh_user: str | None = Field(
+        None,
+        min_length=1,
+        description="SSH login; it needs sudo. Unset: your ~/.ssh/config or local user name.",
+    )
+    ssh_key: str | None = Field(
+        None,
+        min_length=1,
+        description="Private key file for SSH. Unset: the SSH agent and ~/.ssh keys.",
+    )
+    ssh_known_hosts_file: str | None = Field(
+        None,
+        min_length=1,
+        description="known_hosts file to check the Spark's host key against. "
+        "Unset: ~/.ssh/known_hosts.",
+    )
+    ssh_strict_host_key_checking: Literal["yes", "accept-new", "no"] = Field(
+        "accept-new",
+        description="Host key policy: `yes` (known keys only), `accept-new` (trust on first "
+        "use), `no` (never check; throwaway test hosts only).",
+    )
+    allow_reboot: bool = Field(
+        False,
+        description="May the deploy reboot the Spark when a change needs it (drm override "
+        "removed)? If false, the run finishes and reports the pending reboot per host.",
+    )
+    reboot_timeout: int = Field(
+        900,
+        ge=60,
+        le=3600,
+        description="Seconds to wait for the Spark to come back after a reboot.",
+    )
+    allow_non_gb10: bool = Field(
+        False,
+        description="Deploy to a host whose GPU is not an NVIDIA GB10. Only for hosts you "
+        "know are fit; the GB10 profiles may not suit them.",
+    )
+    operator_user: str | None = Field(
+        None,
+        pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
+        description="The Spark user who runs models: owns the model folder and the HF token. "
+        "Unset: ssh_user.",
+    )
+    driver_branch: int = Field(
+        580,
+        ge=500,
+        le=999,
+        description="NVIDIA driver branch to hold with apt-mark (590 deadlocks CUDA graphs on "
+        "GB10). A host without it installed is refused.",
+    )
+    hf_disable_xet: bool = Field(
+        True,
+        description="Set HF_HUB_DISABLE_XET=1 for login shells and engine units (Xet downloads "
+        "fail on a Spark).",
+    )
+    prefer_ipv4: bool = Field(
+        True,
+        description="Prefer IPv4 in name resolution (/etc/gai.conf precedence), since the Hub's "
+        "IPv6 endpoint is unreachable from a Spark.",
+    )
+    hf_cli_version: str = Field(
+        "2.4.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        description="huggingface_hub release whose `hf` command is installed in its own venv "
+        "(/opt/spark-deploy/hf-cli) and linked as /usr/local/bin/hf.",
+    )
+    hf_endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s]+$",
+        description="Hub URL (HF_ENDPOINT) for a mirror. Unset: https://huggingface.co.",
+    )
+    hf_token_env: str = Field(
+        "HF_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Environment variable on the laptop holding the HF token. When it is set, "
+        "the token lands in the operator's ~/.cache/huggingface/token (0600).",
+    )
+    model_dir: str = Field(
+        "/opt/models",
+        description="Absolute path of the model folder; preflight reports its free disk.",
+    )
+    model_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Hub repository of the model to serve, downloaded into model_dir/<name> "
+        "unless that folder is already complete. Unset: no download.",
+    )
+    model_revision: str = Field(
+        "main", min_length=1, description="Branch, tag or commit of model_repo to download."
+    )
+    model_base_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Repository to fetch config.json / tokenizer.json from when the model's "
+        "release omits them (the Mistral Small 4 NVFP4 release does).",
+    )
+    draft_model_repo: str | None = Field(
+        None,
+        pattern=REPO_ID,
+        description="Speculative-decoding draft model (EAGLE) repository, downloaded beside the "
+        "model. Unset: none.",
+    )
+    memory_guard_gb: int = Field(
+        70,
+        ge=1,
+        le=128,
+        description="MemAvailable (GiB, as `free -g` counts) the memory guard waits for before an "
+        "engine starts.",
+    )
+    memory_guard_timeout: int = Field(
+        300,
+        ge=10,
+        le=3600,
+        description="Seconds the memory guard waits before it gives up (exit 1).",
+    )
+
+    engine: EngineSettings | None = Field(
+        None,
+        description="The inference engine this Spark serves its model with, as a systemd unit: "
+        "`{name: sglang|vllm, image, args, env, port, bind, ...}` (see Engines). Unset: none.",
+    )
+    qsfp: list[QsfpInterface] = Field(
+        default_factory=list,
+        description="The Spark's QSFP interfaces, one entry per rail of the cable to its peer: "
+        "`{interface, address (CIDR), mtu (9000), ipv6 (false)}`. Rail N of one Spark is "
+        "cabled to rail N of the other; each rail has its own subnet. Empty: the network is "
+        "left alone.",
+    )
+    roce_gid_index: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        3,
+        description="RoCE GID index the RoCE v2 entry of each QSFP address must have (what "
+        "NCCL_IB_GID_INDEX gets), or `auto` to use whatever index it has.",
+    )
+    sysfs_root: str = Field(
+        "/sys",
+        description="Where sysfs is mounted; the RoCE GID tables are read under "
+        "<sysfs_root>/class/infiniband.",
+    )
+
+    @field_validator("model_dir", "sysfs_root")
+    @classmethod
+    def _absolute_path(cls, value: str, info: ValidationInfo) -> str:
+        if not value.startswith("/"):
+            example = cls.model_fields[info.field_name].default
+            raise ValueError(f"must be an absolute path, such as {example}")
+        return posixpath.normpath(value)
+
+    @property
+    def user(self) -> str:
+        """The operator user on the Spark (validated to be known)."""
+        return self.operator_user or self.ssh_user or ""
+
+    def model_folder(self, repo: str) -> str:
+        """Where a repository is downloaded: model_dir/<repository name>."""
+        return posixpath.join(self.model_dir, repo.split("/")[-1])
+
+    def model_folders(self) -> list[tuple[str, str, bool]]:
+        """(folder, "repo@revision", needs tokenizer.json) for each model the Spark has:
+        the model, and the draft model (EAGLE) beside it."""
+        folders = []
+        if self.model_repo:
+            want = f"{self.model_repo}@{self.model_revision}"
+            folders.append((self.model_folder(self.model_repo), want, True))
+        if self.draft_model_repo:
+            folders.append(
+                (self.model_folder(self.draft_model_repo), f"{self.draft_model_repo}@main", False)
+            )
+        return folders
+
+    @field_validator("roce_gid_index", mode="wrap")
+    @classmethod
+    def _gid_index(cls, value: Any, handler) -> int | str:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError("must be a GID index (0 or more) or auto") from None
+
+    @field_validator("qsfp")
+    @classmethod
+    def _rails_apart(cls, rails: list[QsfpInterface]) -> list[QsfpInterface]:
+        for i, rail in enumerate(rails):
+            for other in rails[:i]:
+                if rail.interface == other.interface:
+                    raise ValueError(f"interface {rail.interface} is listed twice")
+                if rail.network.overlaps(other.network):
+                    raise ValueError(
+                        f"{other.interface} ({other.address}) and {rail.interface} "
+                        f"({rail.address}) share a subnet; give each rail its own, such as "
+                        "192.168.100.0/24 and 192.168.101.0/24"
+                    )
+        return rails
+
+

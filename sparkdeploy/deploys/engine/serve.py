@@ -1,0 +1,172 @@
+"""
+The engine service: one systemd unit per engine, rendered from the plan made (and checked
+against the engine's flag catalogue and the GB10 rules) before any host was touched; a
+sudoers file that lets the operator start, stop, restart and see it, and nothing else; and
+a health check after every start.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
+from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
+
+from sparkdeploy.config.paths import (
+    CONTAINER_ENV,
+    ENGINE_HEALTH,
+    ENGINE_SUDOERS,
+    ENGINE_UNIT,
+    MODEL_CHECK_BIN,
+    PROMETHEUS_RULES,
+    PROMETHEUS_SCRAPE,
+    RAY_WAIT,
+    engine_files,
+)
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.engine.units import DOCKER, unit_text
+from sparkdeploy.deploys.managed import differs, managed_file
+from sparkdeploy.engine_plan.alerts import template_values
+from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.facts.host_state import host_state
+from sparkdeploy.knowledge.signatures import diagnose
+from sparkdeploy.render import file_text, render
+
+HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
+
+
+def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
+    command = StringCommand(ENGINE_HEALTH, "--port", str(port), "--unit", unit,
+                            "--timeout", str(timeout))
+    ok, output = host.run_shell_command(command, _sudo=True)
+    if not ok:
+        found = diagnose(output.output)
+        known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
+            "\n  no known GB10 failure signature matched; the journal lines are above")
+        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}")
+    logger.info(f"{host.print_prefix}{output.stdout.strip().splitlines()[-1]}")
+
+
+@operation()
+def serving(unit: str, port: int, restart: bool = False, follows: bool = False,
+            health: bool = True, timeout: int = HEALTH_TIMEOUT):
+    """
+    Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
+    not active, then wait (bounded, with progress) until it answers /v1/models and a
+    one-token chat completion.
+
+    + unit: the systemd unit
+    + port: the engine's API port on 127.0.0.1
+    + restart: restart even when it is running (its unit or environment changed)
+    + follows: the unit it is part of was (re)started in this run, which restarted it too
+      when it was running: check its health all the same
+    + health: run the health check after a start (only the head of a pair serves the API)
+    + timeout: seconds the health check waits
+
+    **Example:**
+
+    .. code:: python
+
+        engine.serving(unit="spark-engine-sglang.service", port=30000)
+    """
+    active, enabled = host_state().units.get(unit, ("inactive", "absent"))
+    if enabled != "enabled":
+        yield f"systemctl enable {unit}"
+    if restart or active != "active":
+        yield f"systemctl {'restart' if active == 'active' else 'start'} {unit}"
+    elif not follows:
+        if enabled == "enabled":
+            host.noop(f"{unit} is enabled and running")
+            return
+    if health:
+        yield FunctionCommand(_check_health, (unit, port, timeout), {})
+
+
+@operation()
+def retired(paths: list[str]):
+    """
+    Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
+    plans, stopping and disabling a unit and removing its container first.
+
+    + paths: the unit, sudoers and Prometheus files to remove
+
+    **Example:**
+
+    .. code:: python
+
+        engine.retired(paths=["/etc/systemd/system/spark-engine-vllm.service"])
+    """
+    if not paths:
+        host.noop("no retired engine files")
+        return
+    for path in paths:
+        if path.endswith(".service"):
+            unit = path.rsplit("/", 1)[1]
+            container = unit.removesuffix(".service")  # the plan names both alike
+            yield f"systemctl disable --now {unit} || true"
+            yield f"{DOCKER} rm -f {container} >/dev/null 2>&1 || true"
+        yield f"rm -f {shlex.quote(path)}"
+    if any(path.endswith(".service") for path in paths):
+        yield "systemctl daemon-reload"
+
+
+def write_alerts(plan: EnginePlan) -> None:
+    """The Prometheus alert rules and scrape config of the engine (engine.alerts)."""
+    if not plan.writes_alerts or plan.alerts is None:
+        return
+    values = template_values(plan.alerts, plan.unit, plan.port, host.name)
+    paths = (PROMETHEUS_RULES.format(name=plan.name), PROMETHEUS_SCRAPE.format(name=plan.name))
+    for path, template in zip(paths, ("prometheus-rules.yml.j2", "prometheus-scrape.yml.j2")):
+        managed_file(name=f"Write {path.rsplit('/', 1)[1]} (Prometheus)", path=path,
+                     content=render(template, alerts=values))
+
+
+@deploy("Serve the model with the engine")
+def serve_model() -> None:
+    spark: SparkSettings = host.data.spark
+    plan: EnginePlan | None = host.data.get("engine_plan")
+    state = host_state()
+    managed_file(name="Install spark-engine-health", path=ENGINE_HEALTH,
+                 content=file_text("spark-engine-health"))
+    managed_file(name="Install spark-model-check", path=MODEL_CHECK_BIN,
+                 content=file_text("model_check.py"))
+    managed_file(name="Install spark-ray-wait", path=RAY_WAIT,
+                 content=file_text("spark-ray-wait"))
+    planned = {file.path for file in engine_files(plan)}
+    retired(name="Retire engine files no longer planned",
+            paths=sorted(path for path in state.owned if path not in planned))
+    if plan is None:
+        return
+    env_file = CONTAINER_ENV.format(name=plan.name)
+    env_text = render("engine.env.j2", plan=plan)
+    env_changed = differs(env_file, env_text)
+    managed_file(name=f"Write the {plan.engine} container environment", path=env_file,
+                 content=env_text)
+    changed: dict[str, bool] = {}
+    unit_ops = []
+    for service in plan.services:
+        unit_file = ENGINE_UNIT.format(unit=service.unit)
+        unit = unit_text(plan, service, spark, env_file)
+        changed[service.unit] = differs(unit_file, unit)
+        unit_ops.append(managed_file(name=f"Write {service.unit}", path=unit_file, content=unit))
+        managed_file(
+            name=f"Let {spark.user} start, stop, restart and see {service.unit} (sudoers)",
+            path=ENGINE_SUDOERS.format(name=service.unit_base),
+            content=render("engine-sudoers.j2", user=spark.user, unit=service.unit,
+                           unit_base=service.unit_base),
+        )
+    systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
+    write_alerts(plan)
+    for service in plan.services:
+        # A service in another unit's container is restarted with that unit (BindsTo=).
+        follows = bool(service.part_of) and (env_changed or changed[service.part_of])
+        serving(
+            name=f"Run {service.unit}" + (" and check it answers" if service.serves_api else ""),
+            unit=service.unit,
+            port=plan.port,
+            restart=(env_changed or changed[service.unit]) and not follows,
+            follows=follows,
+            health=service.serves_api,
+        )

@@ -1,0 +1,102 @@
+"""
+The text of an engine's systemd units: the `docker run` (or `docker exec`) command line of
+each service of the plan, escaped word by word for systemd, and the unit around it.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from sparkdeploy.config.paths import (
+    DROP_CACHES,
+    HF_ENV_FILE,
+    MEMORY_GUARD,
+    MODEL_CHECK_BIN,
+    NCCL_ENV,
+    RAY_WAIT,
+)
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.engine_plan.plan import EnginePlan, EngineService
+from sparkdeploy.render import render
+
+DOCKER = "/usr/bin/docker"
+RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minutes
+
+
+def systemd_word(word: str) -> str:
+    """One command-line word as systemd's ExecStart reads it (quotes, % and $ escaped)."""
+    word = word.replace("%", "%%").replace("$", "$$")
+    if word and not any(c in word for c in ' "\'\\;\t'):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
+    """The `docker run` command line of a service with a container of its own."""
+    words = [DOCKER, "run", "--name", service.container, "--gpus", "all", "--network", "host",
+             "--ipc", "host"]
+    for env_file in env_files:
+        words += ["--env-file", env_file]
+    for folder in plan.mounts:
+        words += ["-v", f"{folder}:{folder}:ro"]
+    if service.entrypoint:
+        words += ["--entrypoint", service.entrypoint]
+    return [*words, *plan.docker_args, plan.image, *service.command]
+
+
+def exec_pid_file(service: EngineService) -> str:
+    """Where, in the container, a `docker exec` service keeps its pid: docker does not pass
+    a signal to the command it runs, so the unit's stop signals it by that pid."""
+    return f"/tmp/{service.unit_base}.pid"
+
+
+def start_command(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
+    if not service.part_of:
+        return docker_run(plan, service, env_files)
+    record = f'echo $$ > {exec_pid_file(service)} && exec "$@"'
+    return [DOCKER, "exec", service.container, "sh", "-c", record, "sh", *service.command]
+
+
+def stop_command(service: EngineService) -> list[str]:
+    if not service.part_of:
+        return [DOCKER, "stop", "-t", "60", service.container]
+    signal = f'kill -TERM "$(cat {exec_pid_file(service)})"'
+    return [DOCKER, "exec", service.container, "sh", "-c", signal]
+
+
+def description(plan: EnginePlan, service: EngineService) -> str:
+    serving = f"{plan.engine} serving {plan.served_model_name}"
+    return {
+        "server": serving + (f", node {plan.rank} of a pair" if plan.nodes > 1 else ""),
+        "ray-head": f"Ray head of the pair for {serving}",
+        "ray-worker": f"Ray worker of the pair for {serving}",
+    }[service.role]
+
+
+def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings,
+              env_file: str) -> str:
+    """The systemd unit of one service of the plan."""
+    multinode = plan.nodes > 1
+    env_files = [HF_ENV_FILE, *([NCCL_ENV] if multinode else []), env_file]
+    wait = [RAY_WAIT, *service.wait, "--timeout", str(RAY_WAIT_TIMEOUT)] if service.wait else []
+    return render(
+        "engine.service.j2",
+        plan=plan,
+        service=service,
+        description=description(plan, service),
+        hf_env=HF_ENV_FILE,
+        nccl_env=NCCL_ENV if multinode else None,
+        drop_caches=DROP_CACHES,
+        memory_guard=MEMORY_GUARD,
+        guard_gb=spark.memory_guard_gb,
+        guard_timeout=spark.memory_guard_timeout,
+        model_check=MODEL_CHECK_BIN,
+        model_checks=[
+            (shlex.quote(folder), shlex.quote(want), "1" if tokenizer else "0")
+            for folder, want, tokenizer in spark.model_folders()
+        ],
+        wait=[systemd_word(word) for word in wait],
+        start=[systemd_word(word) for word in start_command(plan, service, env_files)],
+        stop=[systemd_word(word) for word in stop_command(service)],
+        start_timeout=spark.memory_guard_timeout + 120 + (RAY_WAIT_TIMEOUT if wait else 0),
+    )

@@ -1,0 +1,58 @@
+"""
+Preflight: make sure the host is a DGX Spark (GB10) before anything on it is changed.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.refuse import refuse
+from sparkdeploy.facts.preflight import Preflight, preflight
+
+GB10 = "GB10"
+KB_PER_GB = 1000 * 1000 / 1024  # /proc/meminfo and df -k count KiB; GB are decimal
+
+
+def refusals(facts: Preflight, spark: SparkSettings) -> list[str]:
+    """Why this host may not be deployed to (empty when it may)."""
+    if spark.allow_non_gb10:
+        return []
+    if not facts.gpu:
+        return [
+            "no NVIDIA GPU answered `nvidia-smi -L` (driver missing or not loaded); "
+            "a DGX Spark always has one"
+        ]
+    if GB10 not in facts.gpu_name.split():
+        return [
+            f"its GPU is '{facts.gpu_name}', not an NVIDIA {GB10}; this deploy prepares "
+            "DGX Spark (GB10) hosts"
+        ]
+    return []
+
+
+def summary(facts: Preflight) -> str:
+    def gb(kb: int) -> str:
+        return f"{kb / KB_PER_GB / 1000:.1f} GB"
+
+    return (
+        f"{facts.gpu_name or 'no GPU'}, driver {facts.driver or '?'}, {facts.arch}, "
+        f"{facts.os}, kernel {facts.kernel}, memory {gb(facts.mem_available_kb)} available "
+        f"of {gb(facts.mem_total_kb)}, {gb(facts.disk_free_kb)} free at {facts.disk_path}"
+    )
+
+
+@deploy("Check the host is a DGX Spark")
+def check_spark() -> None:
+    """
+    Refuse a host that is not a GB10 Spark, before any operation is planned for it.
+    Override per host with ``allow_non_gb10: true``.
+    """
+    spark: SparkSettings = host.data.spark
+    facts = preflight()
+    problems = refusals(facts, spark)
+    if problems:
+        refuse(problems, fix=f"If this host is fit anyway, set allow_non_gb10: true for "
+               f"{host.name} in the inventory.")
+    logger.info(f"{host.print_prefix}preflight: {summary(facts)}")

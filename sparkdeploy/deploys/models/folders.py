@@ -1,0 +1,109 @@
+"""
+Model folders: download the configured model (and draft model) once, repair releases that
+omit config.json / tokenizer.json from a base repository, and verify the folder before an
+engine may use it. A complete folder is never downloaded again.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import deploy, operation
+
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.facts.host_state import MODEL_CHECK, host_state
+
+REPAIRABLE = ("config.json", "tokenizer.json")
+
+
+def hf_environment(spark: SparkSettings) -> str:
+    """The `env` prefix of hf commands: the same settings login shells get."""
+    values = ["HF_HUB_DISABLE_TELEMETRY=1", "HF_HUB_DISABLE_UPDATE_CHECK=1"]
+    if spark.hf_disable_xet:
+        values.append("HF_HUB_DISABLE_XET=1")
+    if spark.hf_endpoint:
+        values.append(f"HF_ENDPOINT={shlex.quote(spark.hf_endpoint)}")
+    return "env " + " ".join(values)
+
+
+@operation()
+def model_folder(
+    repo: str,
+    folder: str,
+    revision: str = "main",
+    needs_tokenizer: bool = True,
+    base_repo: str | None = None,
+    user: str = "root",
+    group: str = "root",
+    hf_env: str = "env",
+):
+    """
+    Make ``folder`` a complete copy of ``repo`` at ``revision``, downloading only when it is
+    not complete, then fetch exactly the missing config.json / tokenizer.json from
+    ``base_repo`` and seal the folder with a marker once every needed file is there.
+
+    + repo: Hub repository id (org/name)
+    + folder: absolute path of the local folder
+    + revision: branch, tag or commit
+    + needs_tokenizer: whether an engine needs tokenizer.json in this folder
+    + base_repo: repository holding the files some releases omit
+    + user: owner of the folder and of the download (its HF token is used)
+    + group: group of the folder
+    + hf_env: ``env ...`` prefix for the hf command (Xet, endpoint)
+
+    **Example:**
+
+    .. code:: python
+
+        models.model_folder(
+            repo="mistralai/Mistral-Small-4-119B-2603-NVFP4",
+            folder="/opt/models/Mistral-Small-4-119B-2603-NVFP4",
+            base_repo="mistralai/Mistral-Small-4-119B-2603",
+            user="nvidia",
+            group="nvidia",
+        )
+    """
+    want = f"{repo}@{revision}"
+    state = host_state().models.get(folder, {})
+    if state.get("complete"):
+        host.noop(f"{folder} is complete ({want}); not downloaded again")
+        return
+    q_folder = shlex.quote(folder)
+    as_user = f"sudo -u {user} -H {hf_env} hf download"
+    yield f"install -d -o {user} -g {group} -m 755 {q_folder}"
+    yield (
+        f"{as_user} {shlex.quote(repo)} --revision {shlex.quote(revision)} "
+        f"--local-dir {q_folder} --quiet"
+    )
+    if base_repo:
+        wanted = REPAIRABLE if needs_tokenizer else REPAIRABLE[:1]
+        checks = "; ".join(f'[ -s {q_folder}/{name} ] || missing="$missing {name}"' for name in wanted)
+        yield (
+            f'missing=""; {checks}; [ -z "$missing" ] || '
+            f"{as_user} {shlex.quote(base_repo)} $missing --local-dir {q_folder} --quiet"
+        )
+    tokenizer = "1" if needs_tokenizer else "0"
+    yield (
+        f"sudo -u {user} python3 -c {shlex.quote(MODEL_CHECK)} --seal "
+        f"{q_folder} {shlex.quote(want)} {tokenizer}"
+    )
+
+
+@deploy("Download and verify the model folders")
+def prepare_models() -> None:
+    spark: SparkSettings = host.data.spark
+    state = host_state()
+    for folder, want, needs_tokenizer in spark.model_folders():
+        repo, revision = want.rsplit("@", 1)
+        model_folder(
+            name=f"Make {folder} a complete copy of {repo}",
+            repo=repo,
+            folder=folder,
+            revision=revision,
+            needs_tokenizer=needs_tokenizer,
+            base_repo=spark.model_base_repo if needs_tokenizer else None,
+            user=spark.user,
+            group=state.user_group,
+            hf_env=hf_environment(spark),
+        )

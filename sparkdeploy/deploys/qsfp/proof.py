@@ -1,0 +1,180 @@
+"""
+Proof that the QSFP path works, and the engine environment written from what it found.
+
+On every rail: a full-size ping to the peer with the don't-fragment bit (payload MTU - 28),
+and the RoCE GID index of the rail's IPv4 address read from the kernel's GID table. Neither
+is a change. When this run changes the network of either Spark of the pair, the proof must
+follow those changes, so it runs at execution (the first command of the environment
+operation); otherwise the network fact taken at planning already holds the pings and the
+tables and the proof runs there, so a converged run stays one fact per host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+from pyinfra import host, logger, state
+from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand
+from pyinfra.api import deploy, operation
+
+from sparkdeploy.config.paths import NCCL_ENV
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Place
+from sparkdeploy.deploys.managed import registered
+from sparkdeploy.deploys.qsfp.nccl_env import nccl_env, write_command
+from sparkdeploy.deploys.qsfp.network import changes_planned
+from sparkdeploy.deploys.refuse import refuse
+from sparkdeploy.facts.network import (
+    IP_HEADERS,
+    LINK,
+    Network,
+    QsfpNetwork,
+    fact_arguments,
+    network,
+    peer_of,
+)
+from sparkdeploy.facts.roce import RailGid, check_gids
+from sparkdeploy.facts.store import run_store
+
+PROOF_TIMEOUT = 20  # seconds for fresh addresses to answer and GID tables to be rebuilt
+PROVEN = "qsfp-proven"  # the run store's result key: what the proof found on a host
+
+
+def proof(
+    spark: SparkSettings, place: Place, facts: Network, peer_mtus: dict[str, int]
+) -> tuple[list[RailGid], list[str]]:
+    """What the GID tables say about each rail, and every problem: the rails that drop a
+    full don't-fragment frame (naming both ends and the MTUs seen there) and the GID
+    index problems (showing the table)."""
+    problems = []
+    for rail in place.rails if place.peer else ():
+        ping = facts.pings.get(rail.interface)
+        if ping is not None and ping.ok:
+            continue
+        link = facts.links.get(rail.interface)
+        problems.append(
+            f"rail {rail.number}: {place.name} {rail.interface} {rail.ip} "
+            f"(MTU {link.mtu if link else '?'}) got no reply from {place.peer} "
+            f"{rail.peer_interface} {rail.peer_ip} "
+            f"(MTU {peer_mtus.get(rail.peer_interface, '?')}) "
+            f"to a {rail.mtu - IP_HEADERS}-byte don't-fragment ping "
+            f"({ping.detail if ping else 'not run'})"
+        )
+    rails = [(rail.interface, rail.ip) for rail in place.rails]
+    found, gid_problems = check_gids(facts.gids, rails, spark.roce_gid_index, spark.sysfs_root)
+    return found, problems + gid_problems
+
+
+def mtus(facts: Network) -> dict[str, int]:
+    return {name: link.mtu for name, link in facts.links.items()}
+
+
+def read_mtus(target: Host) -> dict[str, int]:
+    """The MTUs the peer shows right now (only for the message of a failed proof)."""
+    ok, output = target.run_shell_command(StringCommand("ip", "-o", "link", "show"))
+    matches = (LINK.match(line) for line in output.stdout_lines) if ok else ()
+    return {match["name"]: int(match["mtu"]) for match in matches if match}
+
+
+def summary(found: list[RailGid], peer: Host | None) -> str:
+    partner = f", jumbo path to {peer.name} proven" if peer else ""
+    return "; ".join(
+        f"rail {number} {rail.interface} {rail.ip}: RoCE v2 GID index {rail.gid.index} on "
+        f"{rail.gid.dev} port {rail.gid.port}"
+        for number, rail in enumerate(found, start=1)
+        if rail.gid
+    ) + partner
+
+
+def record(target: Host, found: list[RailGid]) -> None:
+    run_store(target.state).results[(target.name, PROVEN)] = found
+    logger.info(f"{target.print_prefix}QSFP proven: {summary(found, peer_of(target))}")
+
+
+def prove_at_planning() -> None:
+    """The proof from the network facts taken at planning (nothing changes in this run)."""
+    peer = peer_of(host)
+    found, problems = proof(
+        host.data.spark, host.data.place, network(host), mtus(network(peer)) if peer else {}
+    )
+    if problems:
+        refuse(problems, lead=f"{host.name}: the QSFP path is not proven")
+    record(host, found)
+
+
+def prove_now(state, host) -> None:
+    """The proof at execution, after this run's changes: retried while fresh addresses
+    settle and the kernel rebuilds the GID tables."""
+    spark: SparkSettings = host.data.spark
+    place: Place = host.data.place
+    peer = peer_of(host)
+    deadline = time.monotonic() + PROOF_TIMEOUT
+    while True:
+        facts = host.get_fact(QsfpNetwork, **fact_arguments(host))
+        found, problems = proof(spark, place, facts, {})
+        if not problems:
+            record(host, found)
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    _, problems = proof(spark, place, facts, read_mtus(peer) if peer else {})
+    raise OperationError(
+        f"{host.name}: the QSFP path is not proven after configuring it "
+        f"({PROOF_TIMEOUT}s):\n  - " + "\n  - ".join(problems)
+    )
+
+
+@operation()
+def engine_environment(path: str = NCCL_ENV, prove_first: bool = False):
+    """
+    Write the environment file multi-node engines read (NCCL_IB_GID_INDEX, NCCL_IB_HCA,
+    the socket interfaces, this node's and the peer's QSFP addresses, Ray settings) from
+    what the QSFP proof found, only when its content differs.
+
+    + path: the file to write
+    + prove_first: run the proof now, at execution (this run changes the network), and
+      write from what it finds; otherwise it was proven at planning
+
+    **Example:**
+
+    .. code:: python
+
+        proof.engine_environment(
+            name="Prove every rail, then write the engine environment",
+            prove_first=True,
+        )
+    """
+    registered(path)  # declared in the registry, read by the QSFP network fact
+    if prove_first:
+        # Planning stops at this first command; at execution the body goes on after it
+        # has run, with what it recorded.
+        yield FunctionCommand(prove_now, (), {})
+    content = nccl_env(host.data.place, run_store(state).results[(host.name, PROVEN)])
+    if hashlib.sha256(content.encode()).hexdigest() == network(host).env_sha256:
+        host.noop(f"{path} is up to date")
+        return
+    yield write_command(path, content)
+
+
+@deploy("Prove the QSFP path and write the engine environment")
+def prove_qsfp_path() -> None:
+    """
+    Prove every rail (jumbo ping to the peer, RoCE GID index) and write the engine
+    environment. Nothing at all when ``qsfp`` is empty.
+    """
+    spark: SparkSettings = host.data.spark
+    if not spark.qsfp:
+        return
+    peer = peer_of(host)
+    if peer is not None and not peer.connected:
+        refuse([f"its peer {peer.name} did not connect, so the QSFP path between them "
+                "cannot be proven"], fix="Run again when both answer.",
+               lead=f"{host.name}: the QSFP path is not proven")
+    prove_first = changes_planned(host) or (peer is not None and changes_planned(peer))
+    if not prove_first:
+        prove_at_planning()
+    engine_environment(
+        name=f"Write {NCCL_ENV} from what the proof found", prove_first=prove_first
+    )

@@ -1,0 +1,231 @@
+"""
+The engine plan of one Spark, made from validated settings before any host is touched:
+the unit and container names, the exact command line, the environment, the mounts, the
+services it conflicts with, and its place in a pair. Every flag is checked against the
+pinned release's catalogue and every GB10 rule; the operations only render what is here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Topology
+from sparkdeploy.engine_plan.alerts import AlertPlan
+from sparkdeploy.engine_plan.effective import (
+    EngineConfigError,
+    MultiNode,
+    effective_args,
+    effective_env,
+    speculative_on,
+)
+from sparkdeploy.engine_plan.rules import Violation, check_rules
+from sparkdeploy.knowledge.flags import to_argv
+from sparkdeploy.knowledge.profiles import profile
+
+# What starts the server inside each engine's image (vLLM's image entrypoint is `vllm serve`).
+LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": []}
+# The image's ENTRYPOINT, which `docker exec` does not apply.
+ENTRYPOINTS = {"sglang": (), "vllm": ("vllm", "serve")}
+
+
+@dataclass(frozen=True)
+class EngineService:
+    """
+    One systemd unit of an engine plan: a container of its own (`docker run`), or, with
+    ``part_of``, a command run in the container of that unit (`docker exec`), which it
+    starts after and stops and restarts with.
+    """
+
+    unit: str  # systemd unit file name
+    container: str  # the container it runs, or runs in
+    command: tuple[str, ...]  # after the image (docker run), or in the container (docker exec)
+    role: str = "server"  # server, ray-head or ray-worker (engine.description names each)
+    entrypoint: str = ""  # replaces the image's entrypoint (docker run --entrypoint)
+    part_of: str = ""  # the unit whose container it runs in
+    wait: tuple[str, ...] = ()  # spark-ray-wait's arguments: what must be up before it starts
+    serves_api: bool = False  # answers the OpenAI API (health-checked after a start)
+
+    @property
+    def unit_base(self) -> str:
+        return self.unit.removesuffix(".service")
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    engine: str
+    image: str
+    name: str  # spark-engine-ENGINE: the container environment file, the main unit
+    services: tuple[EngineService, ...]  # in start order
+    env: tuple[tuple[str, str], ...]  # the container's environment, sorted
+    mounts: tuple[str, ...]  # host folders mounted read-only at the same path
+    port: int
+    bind: str
+    served_model_name: str
+    conflicts: tuple[str, ...]
+    docker_args: tuple[str, ...]
+    nodes: int = 1
+    rank: int = 0
+    alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
+
+    @property
+    def main(self) -> EngineService:
+        """The service serving the API, or on a Ray worker Spark its only service."""
+        return next((s for s in self.services if s.serves_api), self.services[0])
+
+    @property
+    def unit(self) -> str:
+        return self.main.unit
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.main.command
+
+    @property
+    def serves_api(self) -> bool:
+        """Only the head of a pair answers the OpenAI API."""
+        return self.main.serves_api
+
+    @property
+    def writes_alerts(self) -> bool:
+        """Prometheus rules and scrape config go beside the Spark serving the API."""
+        return self.alerts is not None and self.serves_api
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """Every systemd unit this plan runs on its Spark, the one serving the API first."""
+        return (self.main.unit, *(s.unit for s in self.services if s is not self.main))
+
+
+def services(engine: str, name: str, argv: tuple[str, ...],
+             multinode: MultiNode | None) -> tuple[EngineService, ...]:
+    """
+    The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
+    server with its rank (SGLang): one. In a Ray pair (vLLM): on the head a Ray head unit
+    and the server in its container, which waits for every Spark's GPU in the cluster; on
+    the other Spark a Ray worker unit, which waits for the head's Ray port.
+    """
+    pair = profile(engine)["multinode"]
+    if multinode is None or pair["launcher"] != "ray":
+        head = multinode is None or multinode.rank == 0
+        return (EngineService(f"{name}.service", name, argv, serves_api=head),)
+    gcs = f"{multinode.head}:{multinode.port or pair['port']}"
+    node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
+    if multinode.rank > 0:
+        worker = f"{name}-ray-worker"
+        return (EngineService(f"{worker}.service", worker, ("start", "--address", gcs, *node),
+                              role="ray-worker", entrypoint="ray", wait=("--address", gcs)),)
+    head = f"{name}-ray-head"
+    port = gcs.rsplit(":", 1)[1]
+    return (
+        EngineService(f"{head}.service", head, ("start", "--head", "--port", port, *node),
+                      role="ray-head", entrypoint="ray"),
+        EngineService(f"{name}.service", head, (*ENTRYPOINTS[engine], *argv),
+                      part_of=f"{head}.service", serves_api=True,
+                      wait=("--container", head, "--gpus", str(multinode.nodes))),
+    )
+
+
+class EnginePlanError(ValueError):
+    """The engine cannot be planned: every problem and every breached rule is listed."""
+
+    def __init__(self, problems: list[str], warnings: list[str]):
+        self.problems = problems
+        self.warnings = warnings
+        super().__init__("; ".join(problems))
+
+
+def plan_engine(
+    settings: EngineSettings,
+    model_folder: str | None,
+    draft_folder: str | None,
+    multinode: MultiNode | None = None,
+) -> tuple[EnginePlan, list[str]]:
+    """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start."""
+    if model_folder is None:
+        raise EnginePlanError(["an engine needs a model: set model_repo"], [])
+    try:
+        args = effective_args(settings, model_folder, draft_folder, multinode)
+    except EngineConfigError as error:
+        raise EnginePlanError(error.problems, []) from None
+    env = effective_env(settings, draft_folder, multinode)
+    violations: list[Violation] = check_rules(settings, args, env)
+    errors = [str(v) for v in violations if v.severity == "error"]
+    warnings = [str(v) for v in violations if v.severity != "error"]
+    if settings.bind == "0.0.0.0":
+        warnings.append(
+            "engine.bind 0.0.0.0 exposes the engine's API, which has no authentication, on "
+            "every interface; prefer 127.0.0.1 behind a reverse proxy"
+        )
+    if errors:
+        raise EnginePlanError(errors, warnings)
+    name = f"spark-engine-{settings.name}"
+    argv = (*LAUNCHERS[settings.name], *to_argv(settings.name, settings.version, args))
+    plan = EnginePlan(
+        engine=settings.name,
+        image=settings.image,
+        name=name,
+        services=services(settings.name, name, argv, multinode),
+        env=tuple(sorted(env.items())),
+        mounts=tuple(folder for folder in (model_folder, draft_folder) if folder),
+        port=settings.port,
+        bind=settings.bind,
+        served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
+        conflicts=tuple(settings.other_gpu_services),
+        docker_args=tuple(settings.docker_args),
+        nodes=multinode.nodes if multinode else 1,
+        rank=multinode.rank if multinode else 0,
+        alerts=AlertPlan(
+            engine=settings.name,
+            version=settings.version,
+            threshold=settings.alert_accept_rate,
+            window=settings.alert_window,
+            speculative=speculative_on(settings, draft_folder),
+        ) if settings.alerts else None,
+    )
+    return plan, warnings
+
+
+def plan_sparks(
+    sparks: dict[str, SparkSettings], topology: Topology
+) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
+    """
+    Plan the engine of every Spark that has one. Two Sparks with the same engine, cabled
+    to each other, serve one model as a pair: the topology's head is rank 0, reached over
+    its first rail. Returns the plans, the problems (as "host 'NAME', key 'engine': ...")
+    and the warnings.
+    """
+    plans: dict[str, EnginePlan] = {}
+    problems: list[str] = []
+    warnings: list[str] = []
+    engines = {name: spark for name, spark in sparks.items() if spark.engine is not None}
+    pair = len(engines) == 2 and all(topology[name].paired for name in engines)
+    names = list(engines)
+    if pair:
+        first, second = (engines[name].engine for name in names)
+        assert first is not None and second is not None
+        if (first.name, first.image, first.version) != (second.name, second.image, second.version):
+            problems.append(
+                f"host '{names[1]}', key 'engine': a pair serves one model with one engine; "
+                f"{names[0]} runs {first.name} {first.image}, {names[1]} runs "
+                f"{second.name} {second.image}. Give both the same engine (under defaults:)"
+            )
+            return plans, problems, warnings
+    for name, spark in engines.items():
+        place = topology[name]
+        multinode = (
+            MultiNode(nodes=place.nodes, rank=place.rank, head=place.head_ip,
+                      interface=place.rails[0].interface, address=place.rails[0].ip)
+            if pair else None
+        )
+        model = spark.model_folder(spark.model_repo) if spark.model_repo else None
+        draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
+        assert spark.engine is not None
+        try:
+            plans[name], found = plan_engine(spark.engine, model, draft, multinode)
+        except EnginePlanError as error:
+            problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
+            found = error.warnings
+        warnings += [f"host '{name}', key 'engine': {warning}" for warning in found]
+    return plans, problems, warnings

@@ -1,0 +1,201 @@
+"""
+The host-state fact: everything host preparation manages, read in one round trip, with its
+arguments built from the settings, the plan and the managed-file registry.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+
+from pyinfra import host
+from pyinfra.api import FactBase
+
+from sparkdeploy.config.paths import (
+    ENGINE_FILE_GLOBS,
+    GAI_CONF,
+    HF_CLI_VENV,
+    HOME,
+    managed_files,
+)
+from sparkdeploy.facts.store import gathered
+from sparkdeploy.render import file_text
+
+
+@dataclass(frozen=True)
+class FileState:
+    sha256: str
+    mode: str  # octal, as stat prints it: "644"
+    user: str
+    group: str
+
+
+@dataclass(frozen=True)
+class HostState:
+    packages: dict[str, str]  # installed package -> version (driver packages, python3-venv)
+    holds: frozenset[str]
+    files: dict[str, FileState | None]  # managed path -> state, None when absent
+    gai_ipv4: bool
+    hf_cli: str  # huggingface_hub version in the hf venv, "" when absent
+    user_home: str
+    user_group: str
+    ssh_home: str  # home of the SSH login user (private upload staging lives there)
+    models: dict[str, dict]  # model folder -> model_check.py result
+    units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
+    owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
+
+
+# Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
+# as `pkg NAME VERSION` and `hold NAME` lines; read without sudo.
+PACKAGE_LINES = (
+    "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
+    " 'nvidia-driver-*' python3-venv 2>/dev/null"
+    " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
+    "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
+)
+
+
+def parse_packages(output: list[str]) -> tuple[dict[str, str], frozenset[str]]:
+    """The `pkg` and `hold` lines of PACKAGE_LINES: package -> version, and the held ones."""
+    packages: dict[str, str] = {}
+    holds: set[str] = set()
+    for line in output:
+        kind, _, rest = line.partition(" ")
+        fields = rest.split()
+        if kind == "pkg" and len(fields) == 2:
+            packages[fields[0]] = fields[1]
+        elif kind == "hold" and fields:
+            holds.add(fields[0])
+    return packages, frozenset(holds)
+
+
+MODEL_CHECK = file_text("model_check.py")
+GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
+
+
+class SparkHostState(FactBase):
+    """
+    Returns the state of everything host preparation manages, in one round trip: driver
+    packages and holds, the managed files (sha256, mode, owner; a ``~/`` path is under the
+    operator's home, like the HF token), the gai.conf IPv4 line, the hf CLI version, the
+    operator's home, the engine units and files, and the model folders.
+
+    Sample output of the command::
+
+        pkg nvidia-driver-580-open 580.95.05-0ubuntu1
+        pkg python3-venv 3.12.3-0ubuntu2
+        hold nvidia-driver-580-open
+        file /etc/spark-deploy/hf.env 5d41402abc4b2a76b9719d911017c592 644 root root
+        file /usr/local/sbin/spark-memory-guard -
+        file ~/.cache/huggingface/token 9f86d081884c7d65 600 nvidia nvidia
+        gai 1
+        hfcli 2.4.0
+        user /home/nvidia nvidia
+        sshhome /home/nvidia
+        model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
+        unit spark-engine-sglang.service active enabled
+        owned /etc/systemd/system/spark-engine-sglang.service
+        owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
+        owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
+    """
+
+    def command(
+        self,
+        user: str,
+        paths: tuple[str, ...],
+        models: tuple[str, ...],
+        units: tuple[str, ...] = (),
+        owned_globs: tuple[str, ...] = (),
+    ) -> str:
+        quoted_user = shlex.quote(user)
+        files = " ".join(shlex.quote(path) for path in paths if not path.startswith(HOME))
+        at_home = [path[len(HOME):] for path in paths if path.startswith(HOME)]
+        return "\n".join(
+            [
+                *PACKAGE_LINES,
+                # st PATH [NAME]: the state of a file, printed under NAME (default PATH)
+                'st() { if [ -e "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
+                ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
+                ' else printf "file %s -\\n" "${2:-$1}"; fi; }',
+                f"for f in {files}; do st \"$f\"; done",
+                f"home=$(getent passwd {quoted_user} | cut -d: -f6)",
+                *(f'[ -z "$home" ] || st "$home"/{shlex.quote(path)} {shlex.quote(HOME + path)}'
+                  for path in at_home),
+                f"grep -qE '{GAI_LINE_RE}' {GAI_CONF} 2>/dev/null && echo 'gai 1' || echo 'gai 0'",
+                f"v=$(ls -d {HF_CLI_VENV}/lib/python3*/site-packages/huggingface_hub-*.dist-info"
+                " 2>/dev/null | head -n1)",
+                'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
+                f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
+                'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
+                *([f"for f in {' '.join(owned_globs)}; do"
+                   ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done'] if owned_globs else []),
+                *(
+                    f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
+                    f' "$(systemctl is-active {shlex.quote(unit)})"'
+                    f' "$(systemctl is-enabled {shlex.quote(unit)} 2>/dev/null || echo absent)"'
+                    for unit in units
+                ),
+                *(
+                    [f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
+                     " | sed 's/^/model /'"]
+                    if models
+                    else []
+                ),
+            ]
+        )
+
+    def process(self, output: list[str]) -> HostState:
+        packages, holds = parse_packages(output)
+        files: dict[str, FileState | None] = {}
+        values: dict[str, str] = {}
+        models: dict[str, dict] = {}
+        units: dict[str, tuple[str, str]] = {}
+        owned: set[str] = set()
+        for line in output:
+            kind, _, rest = line.partition(" ")
+            fields = rest.split()
+            if kind in ("pkg", "hold"):
+                continue  # parse_packages
+            if kind == "file" and fields:
+                files[fields[0]] = FileState(*fields[1:5]) if len(fields) == 5 else None
+            elif kind == "model":
+                result = json.loads(rest)
+                models[result["folder"]] = result
+            elif kind == "unit" and len(fields) == 3:
+                units[fields[0]] = (fields[1], fields[2])
+            elif kind == "owned" and fields:
+                owned.add(fields[0])
+            else:
+                values[kind] = rest.strip()
+        home, _, group = values.get("user", "").partition(" ")
+        return HostState(
+            packages=packages,
+            holds=holds,
+            files=files,
+            gai_ipv4=values.get("gai") == "1",
+            hf_cli=values.get("hfcli", ""),
+            user_home=home,
+            user_group=group,
+            ssh_home=values.get("sshhome", ""),
+            models=models,
+            units=units,
+            owned=frozenset(owned),
+        )
+
+
+def host_state() -> HostState:
+    """The current host's preparation state, gathered once per run."""
+    spark = host.data.spark
+    plan = host.data.get("engine_plan")
+    models = tuple(
+        part
+        for folder, want, tokenizer in spark.model_folders()
+        for part in (folder, want, "1" if tokenizer else "0")
+    )
+    paths = tuple(path for path, file in managed_files(spark, plan).items()
+                  if file.read_by == "host_state")
+    return gathered(
+        host, SparkHostState, user=spark.user, paths=paths, models=models,
+        units=plan.units if plan else (), owned_globs=ENGINE_FILE_GLOBS,
+    )

@@ -1,0 +1,266 @@
+"""
+The QSFP network of a Spark as one fact: one SSH round trip answers every question the
+network operations and the path proof ask.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from pyinfra.api import FactBase, Host
+
+from sparkdeploy.config.paths import NCCL_ENV, QSFP_PROFILE_PREFIX
+from sparkdeploy.config.spark import QsfpInterface
+from sparkdeploy.config.topology import Place
+from sparkdeploy.facts.roce import Gid, gid_table_command, parse_gid_lines
+from sparkdeploy.facts.store import gathered
+
+# The NetworkManager properties the deploy manages on a QSFP profile, in nmcli's names.
+PROFILE_FIELDS = (
+    "connection.uuid",
+    "connection.interface-name",
+    "connection.autoconnect",
+    "ipv4.method",
+    "ipv4.addresses",
+    "802-3-ethernet.mtu",
+    "ipv6.method",
+    "GENERAL.STATE",  # "activated" while the profile is up; absent when it is not
+)
+NETPLAN_GLOBS = ("/etc/netplan/*.yaml", "/run/netplan/*.yaml", "/lib/netplan/*.yaml")
+PING = "ping -n -q -c 2 -i 0.2 -W 1 -M do"  # two full frames, don't fragment
+IP_HEADERS = 28  # IPv4 (20) + ICMP (8): a full frame's ping payload is MTU - 28
+LINK = re.compile(r"^\d+: (?P<name>[^:@ ]+)(@\S+)?: <(?P<flags>[^>]*)> .*\bmtu (?P<mtu>\d+)")
+ADDR = re.compile(r"^\d+: (?P<name>\S+)\s+inet (?P<cidr>\S+)")
+
+
+def captured(key: str, command: str, keep: str = "") -> list[str]:
+    """
+    Shell lines that run ``command`` and print ``key=<exit status> <output>``, its stdout
+    and stderr on one line (only the lines matching the extended regex ``keep``, when
+    given). The exit status is the command's own, so the fact's command still succeeds.
+    """
+    q = shlex.quote
+    kept = f" | grep -E {q(keep)}" if keep else ""
+    return [
+        f"o=$({command} 2>&1)",
+        f"printf {q(f'{key}=%s %s')}'\\n' $? \"$(printf '%s\\n' \"$o\"{kept} | tr '\\n' ' ')\"",
+    ]
+
+
+def parse_captured(value: str) -> tuple[int, str]:
+    """A ``captured`` line's value (after ``key=``): exit status and output."""
+    status, _, output = value.partition(" ")
+    return (int(status) if status.isdigit() else -1), output.strip()
+
+
+def profile_name(interface: str) -> str:
+    return f"{QSFP_PROFILE_PREFIX}{interface}"
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    mtu: int
+    up: bool
+    addresses: tuple[str, ...] = ()  # IPv4 CIDRs, as `ip` shows them
+
+
+@dataclass(frozen=True)
+class Ping:
+    interface: str
+    ok: bool
+    detail: str  # ping's summary and error lines
+
+
+@dataclass(frozen=True)
+class Network:
+    nmcli: bool  # NetworkManager answers (nmcli present, daemon running)
+    ssh_connection: str  # $SSH_CONNECTION of the deploy's session: client port server port
+    ssh_devs: tuple[str, ...]  # interfaces carrying the SSH session (route, local address)
+    default_devs: tuple[str, ...]  # interfaces of the default routes
+    links: dict[str, Link]
+    devices: dict[str, dict[str, str]]  # QSFP interface -> NM device fields (GENERAL.*)
+    profiles: dict[str, dict[str, str]]  # existing QSFP profile name -> PROFILE_FIELDS
+    netplan: tuple[tuple[str, str], ...]  # (file, interface) for each mention
+    pings: dict[str, Ping]
+    gids: tuple[Gid, ...]
+    env_sha256: str  # of the engine environment file, "" when it is missing
+
+
+class QsfpNetwork(FactBase):
+    """
+    Returns the state of a Spark's QSFP network in one round trip: NetworkManager's
+    profiles and devices for the QSFP interfaces, every link with its MTU and IPv4
+    addresses, the interfaces of the SSH session and the default route, netplan files that
+    mention a QSFP interface, a don't-fragment ping to the peer on every rail, the RoCE GID
+    tables and the checksum of the engine environment file.
+
+    Sample output of the command::
+
+        nm=running
+        ssh=192.168.1.20 51612 192.168.1.50 22
+        ssh_dev=enP7s7
+        ssh_dev=enP7s7
+        default_dev=enP7s7
+        link=4: enp1s0f0np0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP ...
+        addr=4: enp1s0f0np0    inet 192.168.100.1/24 brd 192.168.100.255 scope global ...
+        nmdev.enp1s0f0np0=GENERAL.STATE:100 (connected)
+        nmdev.enp1s0f0np0=GENERAL.CONNECTION:qsfp-enp1s0f0np0
+        profile.qsfp-enp1s0f0np0=connection.uuid:46c79729-8787-4d07-931d-f363df05dde0
+        profile.qsfp-enp1s0f0np0=ipv4.addresses:192.168.100.1/24
+        profile.qsfp-enp1s0f0np0=GENERAL.STATE:activated
+        netplan=/etc/netplan/40-cx7.yaml:enp1s0f0np0
+        ping.enp1s0f0np0=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
+        gid=/sys/class/infiniband/rocep1s0f0/ports/1/gids/3:0000:...:ffff:c0a8:6401
+        gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3:RoCE v2
+        gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/ndevs/3:enp1s0f0np0
+        env_sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+
+    ``pings`` are (interface, peer address, payload bytes); pyinfra runs facts through
+    sudo, which drops $SSH_CONNECTION, so it is read from the nearest ancestor process that
+    still has it (the sudo process itself).
+    """
+
+    def command(
+        self, interfaces: list[str], pings: list[tuple[str, str, int]], sysfs_root: str,
+        env_file: str,
+    ) -> str:
+        q = shlex.quote
+        lines = [
+            "printf 'nm=%s\\n' \"$(nmcli -t -f RUNNING general 2>/dev/null)\"",
+            "p=$$; c=",
+            'while [ -z "$c" ] && [ "${p:-1}" -gt 1 ]; do',
+            "  c=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null"
+            " | sed -n 's/^SSH_CONNECTION=//p')",
+            "  p=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f2)",
+            "done",
+            "printf 'ssh=%s\\n' \"$c\"",
+            "set -- $c",
+            'if [ -n "$1" ]; then ip -o route get "$1" 2>/dev/null'
+            " | sed -n 's/.* dev \\([^ ]*\\).*/ssh_dev=\\1/p'; fi",
+            'if [ -n "$3" ]; then ip -o addr show to "$3" 2>/dev/null'
+            " | awk '{print \"ssh_dev=\" $2}'; fi",
+            "{ ip -o route show default; ip -o -6 route show default; } 2>/dev/null"
+            " | sed -n 's/.* dev \\([^ ]*\\).*/default_dev=\\1/p'",
+            "ip -o link show | sed 's/^/link=/'",
+            "ip -o -4 addr show | sed 's/^/addr=/'",
+        ]
+        for interface in interfaces:
+            profile = profile_name(interface)
+            lines += [
+                f"nmcli -t -f GENERAL.STATE,GENERAL.CONNECTION device show {q(interface)}"
+                f" 2>/dev/null | sed {q(f's/^/nmdev.{interface}=/')}",
+                f"nmcli -t -f {','.join(PROFILE_FIELDS)} connection show {q(profile)}"
+                f" 2>/dev/null | sed {q(f's/^/profile.{profile}=/')}",
+            ]
+        if interfaces:
+            words = " ".join(f"-e {q(interface)}" for interface in interfaces)
+            lines.append(
+                f"grep -HowF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
+                " | sed 's/^/netplan=/'"
+            )
+        for interface, peer, payload in pings:
+            lines += captured(
+                f"ping.{interface}",
+                f"{PING} -s {int(payload)} -I {q(interface)} {q(peer)}",
+                keep="transmitted|rror|nreachable|too long",
+            )
+        lines += [
+            gid_table_command(sysfs_root),
+            f"printf 'env_sha256=%s\\n' \"$(sha256sum {q(env_file)} 2>/dev/null"
+            " | cut -d' ' -f1)\"",
+        ]
+        return "\n".join(lines)
+
+    def process(self, output: list[str]) -> Network:
+        raw: dict[str, list[str]] = {}
+        for line in output:
+            if "=" in line:
+                key, value = line.split("=", 1)
+                raw.setdefault(key, []).append(value)
+
+        def one(key: str) -> str:
+            return raw.get(key, [""])[0].strip()
+
+        def fields(key: str) -> dict[str, str]:
+            return dict(value.split(":", 1) for value in raw.get(key, []) if ":" in value)
+
+        addresses: dict[str, list[str]] = {}
+        for value in raw.get("addr", []):
+            match = ADDR.match(value)
+            if match:
+                addresses.setdefault(match["name"], []).append(match["cidr"])
+        links = {}
+        for value in raw.get("link", []):
+            match = LINK.match(value)
+            if match:
+                name = match["name"]
+                up = "UP" in match["flags"].split(",")
+                links[name] = Link(name, int(match["mtu"]), up, tuple(addresses.get(name, ())))
+
+        by_subject: dict[str, dict[str, dict[str, str]]] = {"nmdev": {}, "profile": {}}
+        pings = {}
+        for key in raw:
+            kind, _, subject = key.partition(".")
+            if kind in by_subject and subject:
+                by_subject[kind][subject] = fields(key)
+            elif kind == "ping" and subject:
+                status, detail = parse_captured(one(key))
+                pings[subject] = Ping(subject, status == 0, detail)
+
+        return Network(
+            nmcli=one("nm") == "running",
+            ssh_connection=one("ssh"),
+            ssh_devs=tuple(dict.fromkeys(raw.get("ssh_dev", []))),
+            default_devs=tuple(dict.fromkeys(raw.get("default_dev", []))),
+            links=links,
+            devices=by_subject["nmdev"],
+            profiles=by_subject["profile"],
+            netplan=tuple(
+                tuple(value.rsplit(":", 1)) for value in raw.get("netplan", []) if ":" in value
+            ),
+            pings=pings,
+            gids=parse_gid_lines(raw.get("gid", [])),
+            env_sha256=one("env_sha256"),
+        )
+
+
+def peer_of(target: Host) -> Host | None:
+    """The other Spark of the pair (its pyinfra host), if the inventory has one."""
+    place: Place = target.data.place
+    return target.inventory.get_host(place.peer) if place.peer else None
+
+
+def fact_arguments(target: Host) -> dict:
+    """The QsfpNetwork arguments of a Spark, from its settings and its place: its rails,
+    a full-size ping to the peer's end of each, where sysfs is, the engine environment."""
+    place: Place = target.data.place
+    return {
+        "interfaces": [rail.interface for rail in place.rails],
+        "pings": [(rail.interface, rail.peer_ip, rail.mtu - IP_HEADERS)
+                  for rail in place.rails if rail.peer_ip],
+        "sysfs_root": target.data.spark.sysfs_root,
+        "env_file": NCCL_ENV,
+    }
+
+
+def network(target: Host) -> Network:
+    """The QSFP network fact of a Spark (this one or its peer), taken once per run."""
+    return gathered(target, QsfpNetwork, **fact_arguments(target))
+
+
+def is_up_as_configured(rail: QsfpInterface, facts: Network) -> bool:
+    """The rail's profile is the active one on its device, and the kernel shows its MTU
+    and address (nobody changed them behind NetworkManager's back)."""
+    name = profile_name(rail.interface)
+    device = facts.devices.get(rail.interface, {})
+    link = facts.links.get(rail.interface)
+    return (
+        facts.profiles.get(name, {}).get("GENERAL.STATE") == "activated"
+        and device.get("GENERAL.CONNECTION") == name
+        and link is not None
+        and link.mtu == rail.mtu
+        and rail.address in link.addresses
+    )

@@ -1,0 +1,64 @@
+"""
+The run-scoped store: what one pyinfra run gathers and decides, kept on that run's
+``State`` (never in a module global), so nothing leaks from one run into the next, or from
+one test's run into another's.
+
+- ``gathered``: a fact of a host, taken once per run. pyinfra 3 runs a fact again at every
+  call, and every operation must plan from the same snapshot, taken before any change
+  (operation bodies run again at execution). Hosts are planned in parallel greenlets, and
+  a peer's fact may be asked for by both: the first asker gathers it, the other waits.
+- ``results``: what a step found on a host for a later step of the same run (what the QSFP
+  proof found, the status a report prints), keyed by host and name.
+- ``notices`` and ``reports``: what is printed when the run ends (reports/notices.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gevent.event import AsyncResult
+from pyinfra import state as current_state
+from pyinfra.api import FactBase, Host, State
+
+T = TypeVar("T")
+ATTRIBUTE = "_sparkdeploy_store"
+
+
+@dataclass
+class RunStore:
+    facts: dict[tuple[str, type], AsyncResult] = field(default_factory=dict)
+    results: dict[tuple[str, str], Any] = field(default_factory=dict)
+    notices: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    reports: dict[str, Callable[[], str]] = field(default_factory=dict)
+
+    def preset(self, host_name: str, fact: type[FactBase[T]], value: T) -> None:
+        """Give a fact's value without gathering it (unit tests of operations)."""
+        answer = AsyncResult()
+        answer.set(value)
+        self.facts[(host_name, fact)] = answer
+
+
+def run_store(state: State | None = None) -> RunStore:
+    """The store of this run (of ``state``, else of the run in progress)."""
+    target = state if state is not None else current_state
+    store = getattr(target, ATTRIBUTE, None)
+    if store is None:
+        store = RunStore()
+        setattr(target, ATTRIBUTE, store)
+    return store
+
+
+def gathered(target: Host, fact: type[FactBase[T]], **arguments: Any) -> T:
+    """A fact of ``target`` (the current host or its peer), gathered once per run."""
+    facts = run_store(target.state).facts
+    key = (target.name, fact)
+    if key not in facts:
+        facts[key] = answer = AsyncResult()
+        try:
+            answer.set(target.get_fact(fact, **arguments))
+        except BaseException as error:
+            answer.set_exception(error)
+            raise
+    return facts[key].get()

@@ -1,0 +1,69 @@
+"""
+The inventory as pyinfra gets it, in explicit steps before any host is contacted:
+
+    read (YAML) -> validate (settings per Spark, then across Sparks) -> topology -> plan
+
+Every problem of every step is listed at once in one ``InventoryError``; each host's data
+then carries its frozen settings (``spark``), its place among the Sparks (``place``) and its
+engine plan (``engine_plan``), which is all the operations read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.load import read_document, validate_document
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Topology
+from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The validated and planned inventory: Spark name -> settings, in file order."""
+
+    path: str
+    sparks: dict[str, SparkSettings]
+    topology: Topology
+    engine_plans: dict[str, EnginePlan] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def pyinfra_hosts(self) -> list[tuple[str, dict[str, Any]]]:
+        """The hosts as pyinfra wants them: (name, host data)."""
+        hosts = []
+        for name, spark in self.sparks.items():
+            data: dict[str, Any] = {
+                "ssh_hostname": spark.ssh_host,
+                "ssh_port": spark.ssh_port,
+                "ssh_strict_host_key_checking": spark.ssh_strict_host_key_checking,
+                "spark": spark,
+                "place": self.topology[name],
+                "engine_plan": self.engine_plans.get(name),
+            }
+            optional = {
+                "ssh_user": spark.ssh_user,
+                "ssh_key": spark.ssh_key,
+                "ssh_known_hosts_file": spark.ssh_known_hosts_file,
+            }
+            data.update({key: value for key, value in optional.items() if value is not None})
+            hosts.append((name, data))
+        return hosts
+
+
+def build_inventory(raw: Any, path: str) -> Inventory:
+    """Validate and plan a parsed inventory document; raises ``InventoryError`` listing
+    every problem (file, host, key and what is valid)."""
+    sparks, problems = validate_document(raw, path)
+    topology = Topology.of(sparks)
+    plans, plan_problems, warnings = plan_sparks(sparks, topology)
+    problems += [f"{path}: {problem}" for problem in plan_problems]
+    if problems:
+        raise InventoryError(path, problems)
+    return Inventory(path, sparks, topology, plans, [f"{path}: {w}" for w in warnings])
+
+
+def load_inventory(path: str) -> Inventory:
+    """Read, validate and plan the inventory YAML at ``path``."""
+    return build_inventory(read_document(path), path)

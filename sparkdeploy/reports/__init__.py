@@ -1,0 +1,1 @@
+"""What the operator reads at the end of a run: notices, the status table, the diagnosis."""

@@ -1,0 +1,55 @@
+"""
+What the operator must read at the end of a run, printed after pyinfra's results, so it is
+the last thing on the screen: per-host notices (a pending reboot, a diagnosis) and whole
+reports over every host (the status table).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pyinfra import logger, state
+from pyinfra.api.state import BaseStateCallback, StateStage
+
+from sparkdeploy.facts.store import run_store
+
+
+def add(host_name: str, message: str, level: int = logging.WARNING) -> None:
+    """Record a notice for a host, to be printed once (at ``level``) when the run ends."""
+    messages = run_store(state).notices.setdefault(host_name, [])
+    if (level, message) not in messages:
+        messages.append((level, message))
+
+
+def at_end(key: str, report: Callable[[], str]) -> None:
+    """Print what ``report()`` returns once, when the run ends; it is called then, so it
+    sees every host's data. Registering the same key again (once per host) keeps one."""
+    run_store(state).reports.setdefault(key, report)
+
+
+class NoticePrinter(BaseStateCallback):
+    """Prints the reports, and a host's notices, when hosts disconnect at the end of the run.
+    A read-only run (``final_only=False``) prints them whenever it ends, even after ``--dry``
+    or a declined confirmation; a deploy only at the end of a real run, since hosts also
+    disconnect mid-run (a reboot)."""
+
+    def __init__(self, final_only: bool = True):
+        self.final_only = final_only
+
+    def host_disconnect(self, state, host):
+        if self.final_only and state.current_stage != StateStage.Disconnect:
+            return
+        store = run_store(state)
+        while store.reports:  # at the first host's disconnect: every host's data is in
+            logger.info(store.reports.pop(next(iter(store.reports)))())
+        if host in state.failed_hosts:
+            return
+        for level, message in store.notices.pop(host.name, []):
+            logger.log(level, f"[{host.name}] {message}")
+
+
+def install(final_only: bool = True) -> None:
+    """Print the notices at the end of this run (safe to call once per host)."""
+    if not any(isinstance(handler, NoticePrinter) for handler in state.callback_handlers):
+        state.add_callback_handler(NoticePrinter(final_only))

@@ -1,0 +1,217 @@
+"""
+The status of every Spark, read-only: one SSH command per Spark, as the SSH user (no
+sudo), reads the GPU and its temperature, the driver and its hold, the drm override and a
+pending reboot, MemAvailable against the memory guard, every QSFP rail with a fresh
+don't-fragment ping and the RoCE GID index, the engine plan's units and the engine's API.
+No operation is planned; one table of every Spark is printed at the end of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyinfra import host, state
+
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Rail
+from sparkdeploy.deploys.host.driver import driver_packages, driver_refusals
+from sparkdeploy.deploys.host.preflight import refusals as gpu_refusals
+from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.facts.network import IP_HEADERS, Network, is_up_as_configured
+from sparkdeploy.facts.roce import check_gids
+from sparkdeploy.facts.status import API_HOST, Api, SparkStatus, Status, status_arguments
+from sparkdeploy.facts.store import run_store
+from sparkdeploy.render import aligned
+from sparkdeploy.reports import notices
+
+KIB_PER_GIB = 1024 * 1024  # /proc/meminfo counts KiB; the guard counts GiB as `free -g`
+OK, WARN, FAIL, NONE = "ok", "WARN", "FAIL", "-"
+
+# ---------------------------------------------------------------------------------------
+# The rows of the table: one function per check, from settings, plan and status only.
+
+
+@dataclass(frozen=True)
+class Row:
+    check: str
+    state: str  # OK, WARN (works, but look), FAIL (broken), NONE (not applicable)
+    detail: str
+
+
+def gpu_row(spark: SparkSettings, status: Status) -> Row:
+    facts = status.preflight
+    problems = gpu_refusals(facts, spark)
+    if problems:
+        return Row("gpu", FAIL, problems[0])
+    temperature = f", {status.temperature} C" if status.temperature else ", temperature ?"
+    return Row("gpu", OK, f"{facts.gpu_name or 'no GPU'}{temperature}")
+
+
+def driver_row(spark: SparkSettings, status: Status) -> Row:
+    facts = status.preflight
+    problems = driver_refusals(status, facts, spark)
+    if problems:
+        return Row("driver", FAIL, problems[0])
+    names = sorted(driver_packages(status))
+    loose = [name for name in names if name not in status.holds]
+    detail = f"{facts.driver or 'not loaded'}, " + ", ".join(
+        f"{name} {status.packages[name]}" for name in names
+    )
+    if loose:
+        return Row("driver", WARN, f"{detail} NOT held (the deploy holds it)")
+    return Row("driver", OK, f"{detail} held")
+
+
+def drm_row(status: Status) -> Row:
+    facts = status.preflight
+    if facts.drm_override:
+        return Row("drm override", WARN, f"{DRM_OVERRIDE_CONF} present: CUDA sees about 62 GB "
+                   "(the deploy removes it)")
+    if facts.reboot_pending:
+        return Row("drm override", WARN, f"absent; REBOOT PENDING: {facts.reboot_pending}")
+    return Row("drm override", OK, "absent, no reboot pending")
+
+
+def memory_row(spark: SparkSettings, status: Status) -> Row:
+    facts = status.preflight
+    detail = (
+        f"MemAvailable {facts.mem_available_kb / KIB_PER_GIB:.1f} of "
+        f"{facts.mem_total_kb / KIB_PER_GIB:.1f} GiB, guard {spark.memory_guard_gb} GiB"
+    )
+    if facts.mem_available_kb // KIB_PER_GIB >= spark.memory_guard_gb:
+        return Row("memory", OK, detail)
+    return Row("memory", WARN, f"{detail}: an engine start would wait for the guard")
+
+
+def rail_rows(spark: SparkSettings, rails: tuple[Rail, ...], network: Network) -> list[Row]:
+    """One row per QSFP rail: addresses, MTU, link, NetworkManager profile, jumbo ping."""
+    rows = []
+    for (number, rail), ends in zip(enumerate(spark.qsfp, start=1), rails):
+        check = f"rail {number}"
+        link = network.links.get(rail.interface)
+        if link is None:
+            rows.append(Row(check, FAIL, f"{rail.interface}: no such interface"))
+            continue
+        fine = is_up_as_configured(rail, network)
+        detail = (
+            f"{rail.interface} {', '.join(link.addresses) or 'no IPv4'}, MTU {link.mtu}, "
+            f"{'up' if link.up else 'DOWN'}"
+            + ("" if fine else f", not as configured ({rail.address}, MTU {rail.mtu}, "
+                               f"profile qsfp-{rail.interface} active)")
+        )
+        ping = network.pings.get(rail.interface)
+        if ping is not None and ends.peer_ip:
+            result = "ok" if ping.ok else f"FAILED ({ping.detail})"
+            detail += (f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to "
+                       f"{ends.peer_ip} {result}")
+            fine = fine and ping.ok
+        rows.append(Row(check, OK if fine else FAIL, detail))
+    return rows
+
+
+def gid_rows(spark: SparkSettings, network: Network) -> list[Row]:
+    """The RoCE v2 GID index of the rails' addresses (no row without QSFP rails)."""
+    if not spark.qsfp:
+        return []
+    rails = [(rail.interface, rail.ip) for rail in spark.qsfp]
+    found, problems = check_gids(network.gids, rails, spark.roce_gid_index, spark.sysfs_root)
+    if problems:
+        return [Row("roce gid", FAIL, "; ".join(p.split("\n")[0].rstrip(":") for p in problems))]
+    indexes = sorted({rail.gid.index for rail in found if rail.gid})
+    where = ", ".join(f"{rail.gid.dev} ({rail.interface})" for rail in found if rail.gid)
+    return [Row("roce gid", OK, f"index {', '.join(map(str, indexes))} on {where}")]
+
+
+def unit_rows(plan: EnginePlan | None, status: Status) -> list[Row]:
+    """Every unit of the engine plan: active, enabled, since when."""
+    rows = []
+    for unit in plan.units if plan else ():
+        shown = status.units.get(unit, {})
+        active = shown.get("ActiveState") or "unknown"
+        enabled = shown.get("UnitFileState") or "not installed"
+        since = shown.get("ActiveEnterTimestamp", "")
+        when = f"since {since}" if active == "active" else f"last active {since or 'never'}"
+        state = OK if (active, enabled) == ("active", "enabled") else FAIL
+        rows.append(Row("unit", state, f"{unit} {active}, {enabled}, {when}"))
+    return rows
+
+
+def engine_row(plan: EnginePlan | None, status: Status) -> Row:
+    """Is the engine ready: /v1/models answers on its port and lists the served model."""
+    if plan is None:
+        return Row("engine", NONE, "none (no engine: in the inventory)")
+    if not plan.serves_api:
+        return Row("engine", NONE, f"rank {plan.rank} of {plan.nodes}: the head serves the API")
+    where = f"http://{API_HOST}:{plan.port}/v1/models"
+    api = status.api or Api(-1, (), "not asked")
+    if api.status != 0:
+        return Row("engine", FAIL, f"not ready: {where} {api.detail or f'curl exit {api.status}'}")
+    if plan.served_model_name not in api.models:
+        listed = ", ".join(api.models) or api.detail or "no model"
+        return Row("engine", FAIL, f"{where} lists {listed}, not {plan.served_model_name}")
+    return Row("engine", OK, f"ready, serving {plan.served_model_name} on {API_HOST}:{plan.port}")
+
+
+def status_rows(
+    spark: SparkSettings, plan: EnginePlan | None, rails: tuple[Rail, ...], status: Status
+) -> list[Row]:
+    """Every row of one Spark, in the order the deploy prepares them."""
+    return [
+        gpu_row(spark, status),
+        driver_row(spark, status),
+        drm_row(status),
+        memory_row(spark, status),
+        *rail_rows(spark, rails, status.network),
+        *gid_rows(spark, status.network),
+        *unit_rows(plan, status),
+        engine_row(plan, status),
+    ]
+
+
+def format_status(sections: dict[str, list[Row]]) -> str:
+    """The table: one section of rows per Spark, the Spark's name on its first row, and a
+    last line counting what needs a look."""
+    table = [("SPARK", "CHECK", "STATE", "DETAIL")]
+    for name, rows in sections.items():
+        table += [(name if i == 0 else "", r.check, r.state, r.detail) for i, r in enumerate(rows)]
+    states = [row.state for rows in sections.values() for row in rows]
+    verdict = ", ".join(
+        f"{states.count(state)} {state}" for state in (FAIL, WARN) if state in states
+    )
+    return (
+        "--> Status (read-only; nothing was changed):\n"
+        + aligned(table, indent="    ")
+        + f"\n    {len(sections)} Spark(s): {verdict or 'all ok'}"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The run: gather on each host, print once at the end.
+
+STATUS = "status"  # the run store's result key
+
+
+def report() -> str:
+    """The table of every Spark of this run (the inventory within --limit), in order."""
+    results = run_store(state).results
+    sections = {}
+    for target in filter(state.is_host_in_limit, state.inventory):
+        status = results.get((target.name, STATUS))
+        if status is None:
+            sections[target.name] = [Row("status", FAIL, "not read (no connection, or the "
+                                                         "status command failed; see above)")]
+            continue
+        sections[target.name] = status_rows(
+            target.data.spark, target.data.get("engine_plan"), target.data.place.rails, status
+        )
+    return format_status(sections)
+
+
+def show_status() -> None:
+    """Read this Spark's status (one SSH command, no sudo, no operation) and print the
+    table of every Spark when the run ends."""
+    status = host.get_fact(SparkStatus, **status_arguments(host))
+    run_store(state).results[(host.name, STATUS)] = status
+    notices.install()
+    notices.at_end("status", report)
