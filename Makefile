@@ -31,7 +31,7 @@ test: setup docker
 	$(PY) -m pytest
 
 unit: setup
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest -m "not twins"
 
 # Read-only status table of the Sparks in $SPARK_INVENTORY (default inventory/sparks.yml).
 status: setup
