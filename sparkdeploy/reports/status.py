@@ -15,13 +15,12 @@ from pyinfra import host, state
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Rail
-from sparkdeploy.deploys.host.driver import driver_packages, driver_refusals
-from sparkdeploy.deploys.host.preflight import refusals as gpu_refusals
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.facts.network import IP_HEADERS, Network, is_up_as_configured
 from sparkdeploy.facts.roce import check_gids
 from sparkdeploy.facts.status import API_HOST, Api, SparkStatus, Status, status_arguments
 from sparkdeploy.facts.store import run_store
+from sparkdeploy.fitness import driver_packages, driver_refusals, gpu_refusals
 from sparkdeploy.render import aligned
 from sparkdeploy.reports import notices
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkdeploy.deploys.host.driver import driver_packages, driver_refusals
+from sparkdeploy.fitness import driver_packages, driver_refusals
 from sparkdeploy.facts.host_state import FileState, SparkHostState
 from tests.unit.samples import docstring_sample
 from tests.unit.test_preflight import facts, settings

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sparkdeploy.facts.preflight import SparkPreflight
-from sparkdeploy.deploys.host.preflight import refusals, summary
+from sparkdeploy.deploys.host.preflight import summary
+from sparkdeploy.fitness import gpu_refusals as refusals
 from sparkdeploy.config.spark import SparkSettings
 from tests.unit.samples import docstring_sample
 

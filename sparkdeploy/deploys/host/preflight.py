@@ -10,26 +10,9 @@ from pyinfra.api import deploy
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.refuse import refuse
 from sparkdeploy.facts.preflight import Preflight, preflight
+from sparkdeploy.fitness import gpu_refusals
 
-GB10 = "GB10"
 KB_PER_GB = 1000 * 1000 / 1024  # /proc/meminfo and df -k count KiB; GB are decimal
-
-
-def refusals(facts: Preflight, spark: SparkSettings) -> list[str]:
-    """Why this host may not be deployed to (empty when it may)."""
-    if spark.allow_non_gb10:
-        return []
-    if not facts.gpu:
-        return [
-            "no NVIDIA GPU answered `nvidia-smi -L` (driver missing or not loaded); "
-            "a DGX Spark always has one"
-        ]
-    if GB10 not in facts.gpu_name.split():
-        return [
-            f"its GPU is '{facts.gpu_name}', not an NVIDIA {GB10}; this deploy prepares "
-            "DGX Spark (GB10) hosts"
-        ]
-    return []
 
 
 def summary(facts: Preflight) -> str:
@@ -51,7 +34,7 @@ def check_spark() -> None:
     """
     spark: SparkSettings = host.data.spark
     facts = preflight()
-    problems = refusals(facts, spark)
+    problems = gpu_refusals(facts, spark)
     if problems:
         refuse(problems, fix=f"If this host is fit anyway, set allow_non_gb10: true for "
                f"{host.name} in the inventory.")

@@ -1,0 +1,112 @@
+"""
+The folder tree is the architecture: data flows one way, and these tests keep it so.
+Imports are read with ``ast`` from every module of sparkdeploy/ and tools/ (nothing is
+imported to find them, so a cycle hidden behind ``TYPE_CHECKING`` counts too).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "sparkdeploy"
+
+# What each part may import (besides itself). Inventory YAML -> config -> engine_plan ->
+# deploys -> files on the Spark; knowledge is data everyone may read; reports print.
+ALLOWED: dict[str, set[str]] = {
+    "knowledge": set(),
+    "render": set(),
+    "config": {"knowledge"},
+    "engine_plan": {"config", "knowledge"},
+    "inventory": {"config", "engine_plan"},
+    "facts": {"config", "engine_plan", "knowledge", "render"},
+    "fitness": {"config", "facts"},
+    "reports": {"config", "engine_plan", "facts", "fitness", "knowledge", "render"},
+    "deploys": {"config", "engine_plan", "facts", "fitness", "knowledge", "render", "reports"},
+}
+# Modules that must not touch pyinfra: the plan is made before any connection.
+PURE = ("knowledge", "config", "engine_plan", "inventory")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" \
+        else module_name(path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def graph(*folders: str) -> dict[str, set[str]]:
+    """Our modules -> the modules of ours they import."""
+    paths = [p for folder in folders for p in (ROOT / folder).rglob("*.py")]
+    names = {module_name(p): p for p in paths}
+    return {name: {m for m in imports(path) if m in names and m != name}
+            for name, path in names.items()}
+
+
+def part(module: str) -> str:
+    """sparkdeploy.deploys.qsfp.proof -> deploys."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_each_part_imports_only_what_its_layer_allows():
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in graph("sparkdeploy").items()
+        if module != "sparkdeploy"
+        for target in targets
+        if target != "sparkdeploy" and part(target) != part(module)
+        and part(target) not in ALLOWED[part(module)]
+    ]
+    assert wrong == []
+
+
+def test_no_import_circle():
+    edges = graph("sparkdeploy", "tools")
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(edges[node]):
+            if state.get(target) == 1:
+                cycles.append(trail[trail.index(target):] + [target])
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_planning_never_touches_pyinfra():
+    touching = sorted(
+        module for module, path in ((module_name(p), p) for p in PACKAGE.rglob("*.py"))
+        if part(module) in PURE and any(m.split(".")[0] == "pyinfra" for m in imports(path))
+    )
+    assert touching == []
+
+
+def test_no_deploy_module_imports_the_build_time_tools():
+    users = sorted(module for module, targets in graph("sparkdeploy", "tools").items()
+                   if module.startswith("sparkdeploy") and any(t.startswith("tools") for t in targets))
+    assert users == []
