@@ -15,8 +15,13 @@ def main(argv: list[str]) -> int:
                 print(f"twins: {twin.name} up, ssh spark@127.0.0.1 -p {twin.port}")
             print(f"twins: inventory written to {path.relative_to(harness.ROOT)}")
         elif command == "down":
-            harness.down()
-            print("twins: removed")
+            removed = harness.down()
+            print(f"twins: removed {', '.join(removed) or 'nothing'} "
+                  f"(namespace {harness.namespace()})")
+            legacy = harness.legacy_twins()
+            if legacy:
+                print(f"twins: left alone {', '.join(legacy)}: made by a harness without "
+                      f"namespaces, perhaps for another checkout (`docker rm -f` them if not)")
         elif command == "demo":
             from tests.twins.demo import demo
             return demo()

@@ -1,6 +1,7 @@
 """
 `make bench`: the full deploy on a fresh twin pair, timed. Prints the first converge and the
-no-op re-run (median of 5), with the SSH commands per host of each. Replaces any twins.
+no-op re-run (median of 5), with the SSH commands per host of each. Replaces the twins of
+this checkout (its namespace, see harness.py).
 """
 
 from __future__ import annotations

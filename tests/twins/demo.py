@@ -35,7 +35,7 @@ def deploy(title: str) -> tuple[float, dict[str, str]]:
 
 
 def fresh_pair() -> list[harness.Twin]:
-    """Remove every twin, boot a new pair and write inventory/twins.yml for it."""
+    """Remove this checkout's twins, boot a new pair and write inventory/twins.yml for it."""
     harness.down()
     started = time.monotonic()
     twins = harness.up()

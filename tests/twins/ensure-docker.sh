@@ -23,6 +23,11 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 
+# One engine for the whole machine: checkouts that get here at once take turns (apt's lock,
+# one dockerd and its log); after its wait, a checkout finds the engine another one started.
+exec 9>>/tmp/sparkdeploy-docker.lock
+if command -v flock >/dev/null 2>&1; then flock 9; fi  # util-linux, unless it is missing
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "twins: installing ${missing[*]}" >&2
   apt-get update -qq
@@ -37,7 +42,7 @@ if ! docker info >/dev/null 2>&1; then
 fi
 if ! docker info >/dev/null 2>&1; then
   echo "twins: starting dockerd (log: /var/log/sparkdeploy-dockerd.log)" >&2
-  nohup dockerd >/var/log/sparkdeploy-dockerd.log 2>&1 &
+  nohup dockerd >/var/log/sparkdeploy-dockerd.log 2>&1 9>&- &  # the engine must not keep the lock
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1

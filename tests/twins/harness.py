@@ -4,15 +4,30 @@ stand in for a pair of DGX Sparks, linked by veth "QSFP cables", reachable over 
 127.0.0.1 only.
 
     python -m tests.twins up        # build (cached) and start two twins, write inventory/twins.yml
-    python -m tests.twins down      # remove every twin and cable this project made
+    python -m tests.twins down      # remove the twins of this checkout (its namespace)
     python -m tests.twins demo      # up, deploy twice, show that the second run changed nothing
 
 The image is built from a Debian base made with debootstrap from this machine's own apt
-mirror, and cached by a hash of its inputs.
+mirror, and cached by a hash of its inputs. Images are shared by every checkout on the machine
+(`sparkdeploy-twin:<hash>`, `sparkdeploy-twin-base:<hash>`); a first build takes a machine-wide
+lock (/tmp/sparkdeploy-twin-build.lock), so two checkouts building the same tag at once build
+it once.
+
+Twins belong to a namespace, so that clones of the repository in different folders can run
+`make test` at once on one machine: by default a short hash of this checkout's absolute path,
+or `$TWIN_NAMESPACE` (up to 32 letters, digits, '_', '.', '-'; two checkouts given the same value
+share, and replace, each other's twins). The namespace is in every container name
+(`sparkdeploy-twin-<namespace>-<name>`; the hostname stays `<name>`), in the label
+`sparkdeploy.twin.namespace=<namespace>` that `down` removes by, and in the state directory
+`.twins/<namespace>/` (known_hosts). A process that starts or removes twins holds the
+namespace's lock (/tmp/sparkdeploy-twin-ns-<namespace>.lock) until it exits: a second test
+session on the same namespace stops with an error instead of replacing the first one's twins.
+The cable's veth pairs are made inside the twins' network namespaces, never on the host.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -21,6 +36,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Container, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +48,17 @@ ROOT = HERE.parents[1]
 STATE_DIR = ROOT / ".twins"
 TWINS_INVENTORY = ROOT / "inventory" / "twins.yml"
 PREFIX = "sparkdeploy-twin"
-LABEL = "sparkdeploy.twin=1"
+NAMESPACE_ENV = "TWIN_NAMESPACE"
+NAMESPACE_FORMAT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")  # within a docker name
+NAMESPACE_LABEL = "sparkdeploy.twin.namespace"
+CHECKOUT_LABEL = "sparkdeploy.twin.checkout"
+LEGACY_LABEL = "sparkdeploy.twin=1"  # twins of harness versions without namespaces
+# Machine-wide, as the Docker engine is: shared by every checkout and user of it.
+LOCK_DIR = Path("/tmp")
+BUILD_LOCK = LOCK_DIR / f"{PREFIX}-build.lock"
+# docker run's errors when the SSH port was taken between free_port() and the bind.
+PORT_TAKEN = re.compile(r"port is already allocated|address already in use")
+PORT_ATTEMPTS = 5
 SUITE_DEFAULT = "bookworm"
 SITE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 # The QSFP rails of a Spark as the twins name them: one veth pair per rail.
@@ -86,6 +113,85 @@ def run(*args: str, check: bool = True, capture: bool = True, input: str | None 
 
 def docker(*args: str, **kwargs):
     return run("docker", *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------
+# Namespace and locks
+
+
+def namespace() -> str:
+    """This checkout's twin namespace: $TWIN_NAMESPACE, or a short hash of ROOT."""
+    chosen = os.environ.get(NAMESPACE_ENV) or _digest(str(ROOT).encode())[:8]
+    if not NAMESPACE_FORMAT.fullmatch(chosen):
+        raise HarnessError(
+            f"{NAMESPACE_ENV}={chosen!r}: use 1 to 32 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    return chosen
+
+
+def container_name(name: str) -> str:
+    """The docker name of twin `name` in this namespace (its hostname stays `name`)."""
+    return f"{PREFIX}-{namespace()}-{name}"
+
+
+def state_dir() -> Path:
+    """This namespace's state under .twins/ (the SSH key is the checkout's, one level up)."""
+    path = STATE_DIR / namespace()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _open_lock(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise HarnessError(f"cannot open the lock file {path}: {error}") from error
+
+
+def _try_lock(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextmanager
+def file_lock(path: Path, waiting_for: str) -> Iterator[None]:
+    """Hold an exclusive flock on `path` for the block, saying so when it has to wait. The
+    kernel drops the lock when its holder dies, so a crashed holder never blocks anyone."""
+    fd = _open_lock(path)
+    try:
+        if not _try_lock(fd):
+            print(f"twins: waiting for {waiting_for} ({path})", flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+_claimed: dict[str, int] = {}  # namespace -> the fd of its lock, held until the process ends
+
+
+def claim_namespace() -> None:
+    """Hold this namespace's lock for the rest of the process (once per process): a second
+    session on the same namespace stops here instead of replacing the first one's twins."""
+    name = namespace()
+    if name in _claimed:
+        return
+    path = LOCK_DIR / f"{PREFIX}-ns-{name}.lock"
+    fd = _open_lock(path)
+    if not _try_lock(fd):
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise HarnessError(
+            f"twin namespace {name} is in use by process {holder} ({path}), another session"
+            f" of this checkout? Wait for it to end, or set {NAMESPACE_ENV} to run alongside it"
+        )
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _claimed[name] = fd
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,14 +263,17 @@ def build_base(mirror: str, suite: str) -> str:
 
 
 def build_image() -> str:
-    """The twin image tag, built only when its inputs changed."""
+    """The twin image tag, built only when its inputs changed. The build holds the machine's
+    build lock, so a checkout that needs the same tag meanwhile waits and then uses it."""
     mirror, suite = apt_mirror()
     tag = f"{PREFIX}:{image_inputs_hash(mirror, suite)}"
     if image_exists(tag):
         return tag
-    base = build_base(mirror, suite)
-    print(f"twins: building {tag}", flush=True)
-    docker("build", "--quiet", "--build-arg", f"BASE={base}", "-t", tag, str(HERE))
+    with file_lock(BUILD_LOCK, "another build of the twin image"):
+        if not image_exists(tag):  # unless whoever held the lock built it
+            base = build_base(mirror, suite)
+            print(f"twins: building {tag}", flush=True)
+            docker("build", "--quiet", "--build-arg", f"BASE={base}", "-t", tag, str(HERE))
     return tag
 
 
@@ -191,33 +300,54 @@ class Twin:
         return result.stdout if result.returncode == 0 else None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def published_ports() -> set[int]:
+    """The host ports every container on this engine publishes, running or not: a twin
+    restarting (a reboot) lets go of its port for a moment and needs it back."""
+    ids = docker("ps", "-aq").stdout.split()
+    template = "{{range .HostConfig.PortBindings}}{{range .}}{{.HostPort}} {{end}}{{end}}"
+    # check=False: a container removed since `ps` fails only its own line
+    found = docker("inspect", "-f", template, *ids, check=False).stdout if ids else ""
+    return {int(port) for port in found.split() if port.isdigit()}
+
+
+def free_port(taken: Container[int] = ()) -> int:
+    """A port free on 127.0.0.1 now, and not in `taken`."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in taken:
+            return port
 
 
 def ssh_key() -> Path:
-    """A throwaway ed25519 key for the twins, made once under .twins/."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
+    """A throwaway ed25519 key for the twins, made once under .twins/ (under a lock: sessions
+    on other namespaces of this checkout share it)."""
     key_path = STATE_DIR / "id_ed25519"
     if not key_path.exists():
         STATE_DIR.mkdir(exist_ok=True)
-        key = Ed25519PrivateKey.generate()
-        private = key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.OpenSSH,
-            serialization.NoEncryption(),
-        )
-        public = key.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-        )
-        key_path.touch(mode=0o600)
-        key_path.write_bytes(private)
-        key_path.with_suffix(".pub").write_bytes(public + b" spark-twin\n")
+        with file_lock(STATE_DIR / "id_ed25519.lock", "another session making the SSH key"):
+            if not key_path.exists():
+                _write_key(key_path)
     return key_path
+
+
+def _write_key(key_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    key_path.with_suffix(".pub").write_bytes(public + b" spark-twin\n")
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(private)
 
 
 def wait_for(check, what: str, timeout: float = 90.0, interval: float = 0.3):
@@ -254,18 +384,37 @@ def wait_booted(twin: Twin) -> None:
     twin.pid = container_pid(twin.container)
 
 
+def run_container(name: str, container: str, image: str) -> int:
+    """`docker run` twin `name`, its SSH published on a free port of 127.0.0.1; the port.
+    Another suite (or any program) can take the port between free_port() and docker's bind:
+    docker then leaves the container created but not started, and it runs again elsewhere."""
+    for _ in range(PORT_ATTEMPTS):
+        port = free_port(published_ports())
+        try:
+            docker(
+                "run", "-d", "--name", container, "--hostname", name,
+                "--label", f"{NAMESPACE_LABEL}={namespace()}",
+                "--label", f"{CHECKOUT_LABEL}={ROOT}",
+                "--restart", "always",
+                "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN",
+                "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run",
+                "--tmpfs", "/run/lock",
+                "-p", f"127.0.0.1:{port}:22", image, "/sbin/init",
+            )
+            return port
+        except HarnessError as error:
+            if not PORT_TAKEN.search(str(error)):
+                raise
+            print(f"twins: port {port} was taken before {name} bound it; another port",
+                  flush=True)
+            docker("rm", "-f", container, check=False)
+    raise HarnessError(f"{name}: no free SSH port after {PORT_ATTEMPTS} attempts")
+
+
 def start_twin(name: str, image: str) -> Twin:
-    container = f"{PREFIX}-{name}"
-    docker("rm", "-f", container, check=False)
-    port = free_port()
-    docker(
-        "run", "-d", "--name", container, "--hostname", name, "--label", LABEL,
-        "--restart", "always",
-        "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN",
-        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run", "--tmpfs", "/run/lock",
-        "-p", f"127.0.0.1:{port}:22", image, "/sbin/init",
-    )
-    twin = Twin(name=name, container=container, port=port)
+    container = container_name(name)
+    docker("rm", "-f", container, check=False)  # this namespace's own leftover, if any
+    twin = Twin(name=name, container=container, port=run_container(name, container, image))
     wait_booted(twin)
     # The site's CA bundle, as a Spark on this network would have it (TLS to the package
     # registries is intercepted here by a local CA).
@@ -317,7 +466,7 @@ def replug_cable(a: Twin, b: Twin) -> None:
 
 
 def known_hosts(twins: list[Twin]) -> Path:
-    path = STATE_DIR / "known_hosts"
+    path = state_dir() / "known_hosts"
     path.write_text("".join(f"[127.0.0.1]:{t.port} {t.host_key}\n" for t in twins))
     return path
 
@@ -346,6 +495,7 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
 
 
 def up(names: tuple[str, ...] = tuple(DEMO_HOSTS), cable: bool = True) -> list[Twin]:
+    claim_namespace()
     image = build_image()
     twins = [start_twin(name, image) for name in names]
     for twin in twins:
@@ -365,12 +515,21 @@ def destroy(twins: list[Twin]) -> None:
         docker("rm", "-f", *[t.container for t in twins], check=False)
 
 
-def down() -> None:
-    ids = docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split()
-    if ids:
-        docker("rm", "-f", *ids)
-    # veth ends left on the host by link_cable of older harness versions
-    for line in run("ip", "-o", "link", "show", check=False).stdout.splitlines():
-        match = re.match(r"\d+: (sq[0-9a-f]{8}\d[ab])[@:]", line)
-        if match:
-            run("ip", "link", "del", match.group(1), check=False)
+def containers(label: str) -> list[str]:
+    """The names of the containers, running or not, that carry `label` (key=value)."""
+    listed = docker("ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}")
+    return listed.stdout.split()
+
+
+def down() -> list[str]:
+    """Remove the twins of this namespace, and only them; the names removed."""
+    claim_namespace()
+    names = containers(f"{NAMESPACE_LABEL}={namespace()}")
+    if names:
+        docker("rm", "-f", *names)
+    return names
+
+
+def legacy_twins() -> list[str]:
+    """Twins of harness versions without namespaces: any checkout's, so `down` leaves them."""
+    return containers(LEGACY_LABEL)
