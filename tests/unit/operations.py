@@ -6,12 +6,15 @@ read -> validate -> topology -> plan steps as ``inventory.py``; ``given`` puts a
 in the run store, where the operations read it (nothing connects); ``run`` calls the
 operation's body (``_inner``) in the host's context and returns what it yields, each
 command as text: a shell command as it would run, an upload as ``upload <dest>``, a Python
-callback as ``call <name>``.
+callback as ``call <name>`` (the callback itself, with its arguments, is kept in
+``Outcome.callbacks``). ``run(..., limit=1)`` takes only the first command, as pyinfra's
+own change check does at planning (an operation may stop there until execution).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -72,6 +75,7 @@ class Outcome:
     commands: list[str] = field(default_factory=list)
     noop: str | None = None  # the reason given to host.noop, when the operation did nothing
     uploads: dict[str, str] = field(default_factory=dict)  # dest -> content
+    callbacks: list[FunctionCommand] = field(default_factory=list)  # as yielded, in order
 
 
 def _text(command: Any, outcome: Outcome) -> str:
@@ -85,17 +89,20 @@ def _text(command: Any, outcome: Outcome) -> str:
             else str(source)
         return f"upload {command.dest}"
     if isinstance(command, FunctionCommand):
+        outcome.callbacks.append(command)
         return f"call {getattr(command.function, '__name__', command.function)}"
     raise TypeError(f"unexpected command {command!r}")
 
 
-def run(operation: Callable, host: Host, **arguments: Any) -> Outcome:
-    """What ``operation(**arguments)`` yields on ``host`` at planning, given its facts."""
+def run(operation: Callable, host: Host, limit: int | None = None, **arguments: Any) -> Outcome:
+    """What ``operation(**arguments)`` yields on ``host`` at planning, given its facts (only
+    its first ``limit`` commands, when given)."""
     outcome = Outcome()
     noops: list[str] = []
     with ctx_state.use(host.state), ctx_host.use(host), \
             mock.patch.object(host, "noop", noops.append):
-        commands = [_text(command, outcome) for command in operation._inner(**arguments)]
+        yielded = itertools.islice(operation._inner(**arguments), limit)
+        commands = [_text(command, outcome) for command in yielded]
     outcome.commands = commands
     outcome.noop = noops[0] if noops else None
     return outcome
