@@ -102,10 +102,6 @@ def test_a_path_to_remove_is_one_shell_word():
     assert command == f"rm -f {shlex.quote(path)}" and shlex.split(command) == ["rm", "-f", path]
 
 
-@pytest.mark.xfail(strict=True, reason="hole: retired puts the unit and container names "
-                   "derived from a .service path into systemctl and docker unquoted (only "
-                   "rm -f quotes the path); the paths come from the host's files matching "
-                   "spark-engine-*.service")
 def test_the_unit_and_container_of_a_retired_path_are_quoted():
     unit = "spark-engine-it's$(id).service"
     commands = retired_with([f"/etc/systemd/system/{unit}"]).commands

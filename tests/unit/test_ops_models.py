@@ -150,9 +150,6 @@ def test_the_folder_and_revision_from_the_inventory_are_quoted():
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="hole: model_folder puts user (and group) into "
-                   "install -o/-g and sudo -u unquoted; spark.user falls back to ssh_user, "
-                   "which the inventory does not constrain")
 def test_the_user_from_the_inventory_is_quoted():
     host = spark(ssh_user="o'brien", model_repo="o/m")
     user = host.data.spark.user

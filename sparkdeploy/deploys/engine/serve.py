@@ -105,8 +105,8 @@ def retired(paths: list[str]):
         if path.endswith(".service"):
             unit = path.rsplit("/", 1)[1]
             container = unit.removesuffix(".service")  # the plan names both alike
-            yield f"systemctl disable --now {unit} || true"
-            yield f"{DOCKER} rm -f {container} >/dev/null 2>&1 || true"
+            yield f"systemctl disable --now {shlex.quote(unit)} || true"
+            yield f"{DOCKER} rm -f {shlex.quote(container)} >/dev/null 2>&1 || true"
         yield f"rm -f {shlex.quote(path)}"
     if any(path.endswith(".service") for path in paths):
         yield "systemctl daemon-reload"

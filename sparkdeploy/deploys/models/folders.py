@@ -69,9 +69,9 @@ def model_folder(
     if state.get("complete"):
         host.noop(f"{folder} is complete ({want}); not downloaded again")
         return
-    q_folder = shlex.quote(folder)
-    as_user = f"sudo -u {user} -H {hf_env} hf download"
-    yield f"install -d -o {user} -g {group} -m 755 {q_folder}"
+    q_folder, q_user, q_group = shlex.quote(folder), shlex.quote(user), shlex.quote(group)
+    as_user = f"sudo -u {q_user} -H {hf_env} hf download"
+    yield f"install -d -o {q_user} -g {q_group} -m 755 {q_folder}"
     yield (
         f"{as_user} {shlex.quote(repo)} --revision {shlex.quote(revision)} "
         f"--local-dir {q_folder} --quiet"
@@ -85,7 +85,7 @@ def model_folder(
         )
     tokenizer = "1" if needs_tokenizer else "0"
     yield (
-        f"sudo -u {user} python3 -c {shlex.quote(MODEL_CHECK)} --seal "
+        f"sudo -u {q_user} python3 -c {shlex.quote(MODEL_CHECK)} --seal "
         f"{q_folder} {shlex.quote(want)} {tokenizer}"
     )
 
