@@ -207,7 +207,7 @@ class SparkSettings(BaseModel):
     engine: EngineSettings | None = Field(
         None,
         description="The inference engine this Spark serves its model with, as a systemd unit: "
-        "`{name: sglang|vllm, image, args, env, port, bind, ...}` (see Engines). Unset: none.",
+        "`{name: sglang|vllm, image, args, env, port, bind, ...}` (see Engine keys). Unset: none.",
     )
     qsfp: list[QsfpInterface] = Field(
         default_factory=list,

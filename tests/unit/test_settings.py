@@ -131,20 +131,6 @@ def test_example_inventory_is_valid():
     assert list(inventory.sparks) == ["spark-1"]
 
 
-def test_readme_documents_every_key_with_its_default():
-    readme = open("README.md", encoding="utf-8").read()
-    for key, field in SparkSettings.model_fields.items():
-        default = "required" if field.is_required() else field.get_default(
-            call_default_factory=True
-        )
-        if default is None or isinstance(default, bool):
-            default = {None: "unset", True: "true", False: "false"}[default]
-        row = f"| `{key}` | `{default}` |" if default not in ("required", "unset") else (
-            f"| `{key}` | {default} |"
-        )
-        assert row in readme, f"README.md lacks the row for {key}: {row}"
-
-
 def rails(node: int, first: dict | None = None, second: dict | None = None) -> list[dict]:
     """Spark `node`'s two rails, with changes to the first and second."""
     return [{"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24", **(first or {})},
@@ -231,11 +217,3 @@ def test_pair_lists_the_same_rails_on_both():
                               "'spark-1' has 2")
     [problem] = problems(pair(rails(1), []))
     assert "0 rail(s), but host 'spark-1' has 2" in problem
-
-
-def test_readme_documents_every_engine_key():
-    from sparkdeploy.config.engine import EngineSettings
-
-    readme = open("README.md", encoding="utf-8").read()
-    for key in EngineSettings.model_fields:
-        assert f"| `engine.{key}` |" in readme, f"README.md lacks the row for engine.{key}"
