@@ -16,11 +16,8 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -44,8 +41,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY", re.IGNORECASE)
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
 
-Scalar = Union[bool, int, float, str]
-ArgValue = Union[bool, int, float, str, list[Scalar], dict[str, Any]]
+Scalar = bool | int | float | str
+ArgValue = bool | int | float | str | list[Scalar] | dict[str, Any]
 
 
 class EngineSettings(BaseModel):

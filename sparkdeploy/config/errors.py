@@ -8,8 +8,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-
-
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 

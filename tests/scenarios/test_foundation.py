@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, REBOOT_PENDING
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness

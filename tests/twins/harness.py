@@ -462,7 +462,8 @@ def replug_cable(a: Twin, b: Twin) -> None:
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
     link_cable(a, b)
     for twin in (a, b):
-        wait_for(lambda: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60)
+        wait_for(lambda twin=twin: rails_connected(twin), f"{twin.name}'s QSFP rails to come back",
+                 60)
 
 
 def known_hosts(twins: list[Twin]) -> Path:

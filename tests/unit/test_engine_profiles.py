@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
+from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.engine_plan.effective import (
     EngineConfigError,
     MultiNode,
@@ -12,7 +12,7 @@ from sparkdeploy.engine_plan.effective import (
     effective_env,
     profile,
 )
-from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
 from sparkdeploy.knowledge.images import images
 
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"

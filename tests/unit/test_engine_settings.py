@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sparkdeploy.knowledge.flags import available_versions
 from sparkdeploy.config.engine import (
     EngineSettings,
     image_tag,
     images,
     version_for_image,
 )
+from sparkdeploy.knowledge.flags import available_versions
 
 
 def errors(**raw) -> dict[str, str]:

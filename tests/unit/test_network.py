@@ -4,15 +4,14 @@ message and the engine environment, on fact output recorded on a twin."""
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
-from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
-from sparkdeploy.facts.network import QsfpNetwork
-from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
-from sparkdeploy.deploys.qsfp.proof import proof
-from sparkdeploy.facts.roce import check_gids
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Topology
+from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
+from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
+from sparkdeploy.deploys.qsfp.proof import proof
+from sparkdeploy.facts.network import QsfpNetwork
+from sparkdeploy.facts.roce import check_gids
 
 PROFILE = "profile.qsfp-enp1s0f0np0="
 CONVERGED = f"""\

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import pytest
 
@@ -132,7 +133,7 @@ def test_example_inventory_is_valid():
 
 
 def test_readme_documents_every_key_with_its_default():
-    readme = open("README.md", encoding="utf-8").read()
+    readme = Path("README.md").read_text(encoding="utf-8")
     for key, field in SparkSettings.model_fields.items():
         default = "required" if field.is_required() else field.get_default(
             call_default_factory=True
@@ -236,6 +237,6 @@ def test_pair_lists_the_same_rails_on_both():
 def test_readme_documents_every_engine_key():
     from sparkdeploy.config.engine import EngineSettings
 
-    readme = open("README.md", encoding="utf-8").read()
+    readme = Path("README.md").read_text(encoding="utf-8")
     for key in EngineSettings.model_fields:
         assert f"| `engine.{key}` |" in readme, f"README.md lacks the row for engine.{key}"

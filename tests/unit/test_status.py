@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
-from sparkdeploy.render import aligned
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
+from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
 from sparkdeploy.facts.status import Api, SparkStatus, Status, parse_api
+from sparkdeploy.render import aligned
 from sparkdeploy.reports.status import (
     FAIL,
     NONE,

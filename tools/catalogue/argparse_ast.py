@@ -12,8 +12,14 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from sparkdeploy.knowledge.spec import (
+    FlagSpec,
+    clean_choices,
+    json_safe,
+    register,
+    register_negatable,
+)
 from tools.catalogue.pysource import Unknown, WheelSource, call_name
-from sparkdeploy.knowledge.spec import FlagSpec, clean_choices, json_safe, register, register_negatable
 
 Kwargs = dict[str, Any]
 UNKNOWN = object()  # a default that is not a literal

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.argparse_ast import (
     add_argument_calls,
     keywords,
@@ -24,7 +25,6 @@ from tools.catalogue.argparse_ast import (
     record,
 )
 from tools.catalogue.pysource import WheelSource
-from sparkdeploy.knowledge.spec import FlagSpec
 
 SERVER_ARGS = "sglang.srt.server_args"
 SERVER_ARGS_FILE = "sglang/srt/server_args.py"

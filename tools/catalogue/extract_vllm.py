@@ -23,6 +23,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.argparse_ast import (
     UNKNOWN,
     Kwargs,
@@ -39,7 +40,6 @@ from tools.catalogue.pysource import (
     call_name,
     field_default,
 )
-from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.vllm_types import TypeReader, class_mro, hint_kwargs
 
 ARG_UTILS = "vllm.engine.arg_utils"
@@ -130,9 +130,10 @@ class VllmReader:
                 if ref is not None:
                     env[target.id] = ref
                     return
-            elif isinstance(target, ast.Subscript):
-                if self._override(target, module, env, node.value):
-                    return
+            elif isinstance(target, ast.Subscript) and self._override(
+                target, module, env, node.value
+            ):
+                return
         if isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Subscript):

@@ -118,9 +118,9 @@ def recognize(argv: list[str]) -> tuple[str, list[str], bool] | None:
     program = os.path.basename(argv[0])
     if program in PROGRAMS and argv[1:2] == ["serve"]:
         return program, argv[2:], True
-    if re.fullmatch(r"python(3(\.\d+)?)?", program) and argv[1:2] == ["-m"] and len(argv) > 2:
-        if argv[2] in MODULES:
-            return MODULES[argv[2]], argv[3:], False
+    if (re.fullmatch(r"python(3(\.\d+)?)?", program) and argv[1:2] == ["-m"] and len(argv) > 2
+            and argv[2] in MODULES):
+        return MODULES[argv[2]], argv[3:], False
     return None
 
 
