@@ -169,12 +169,13 @@ class EngineSettings(BaseModel):
             return value
         known = ", ".join(available_versions(name))
         if not value:
-            value = version_for_image(name, image) if image else None
-            if value is None:
+            derived = version_for_image(name, image) if image else None
+            if derived is None:
                 raise ValueError(
                     f"cannot tell the {name} release of image {image!r}; set version to one "
                     f"of the catalogued releases: {known}"
                 )
+            value = derived
         try:
             load_catalogue(name, value)
         except CatalogueNotFound as error:

@@ -166,10 +166,12 @@ def status_arguments(target: Host) -> dict:
     """The SparkStatus arguments of a Spark, from its settings and engine plan."""
     spark: SparkSettings = target.data.spark
     plan: EnginePlan | None = target.data.get("engine_plan")
-    serves = plan is not None and plan.serves_api
     return {
         "model_dir": spark.model_dir,
         "units": list(plan.units) if plan else [],
-        "api_url": f"http://{API_HOST}:{plan.port}/v1/models" if serves else "",
+        "api_url": (
+            f"http://{API_HOST}:{plan.port}/v1/models"
+            if plan is not None and plan.serves_api else ""
+        ),
         **fact_arguments(target),
     }

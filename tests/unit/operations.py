@@ -12,7 +12,6 @@ callback as ``call <name>``.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
@@ -26,6 +25,7 @@ from pyinfra.api import (
     StringCommand,
 )
 from pyinfra.api import Inventory as PyinfraInventory
+from pyinfra.api.arguments_typed import PyinfraOperation
 from pyinfra.context import ctx_host, ctx_state
 
 from sparkdeploy.facts.host_state import FileState, HostState, SparkHostState
@@ -89,7 +89,7 @@ def _text(command: Any, outcome: Outcome) -> str:
     raise TypeError(f"unexpected command {command!r}")
 
 
-def run(operation: Callable, host: Host, **arguments: Any) -> Outcome:
+def run(operation: PyinfraOperation[...], host: Host, **arguments: Any) -> Outcome:
     """What ``operation(**arguments)`` yields on ``host`` at planning, given its facts."""
     outcome = Outcome()
     noops: list[str] = []

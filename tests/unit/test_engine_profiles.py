@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from sparkdeploy.config.engine import EngineSettings
@@ -24,7 +26,7 @@ VERSIONS = [
 ]
 
 
-def settings_for(engine: str, version: str, **more) -> EngineSettings:
+def settings_for(engine: Literal["sglang", "vllm"], version: str, **more) -> EngineSettings:
     """Settings pinned to ``version`` (with an image of that release when it is not the default)."""
     default = images()[engine]["default_image"]
     if images()[engine]["images"].get(default, {}).get("version") == version:

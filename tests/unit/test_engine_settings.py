@@ -42,7 +42,7 @@ def test_settings_are_strict_frozen_and_closed():
     assert set(found) == {"port", "colour", "bind"}
     settings = EngineSettings(name="vllm")
     with pytest.raises(ValidationError):
-        settings.port = 1  # type: ignore[misc]
+        settings.port = 1  # type: ignore[misc]  # frozen: the assignment must fail
 
 
 @pytest.mark.parametrize(

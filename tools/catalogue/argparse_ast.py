@@ -98,7 +98,7 @@ def to_spec(kwargs: Kwargs) -> tuple[FlagSpec, bool]:
     default = kwargs.get("default")
     default = None if default is UNKNOWN else json_safe(default)
     deprecated = bool(kwargs.get("deprecated")) or action in DEPRECATED_ACTIONS
-    common = {
+    common: dict[str, Any] = {
         "deprecated": deprecated,
         "replaced_by": kwargs.get("new_flag") if isinstance(kwargs.get("new_flag"), str) else None,
     }

@@ -39,7 +39,7 @@ def _add_cli_args(source: WheelSource) -> ast.FunctionDef | None:
     server_args = source.find_class(SERVER_ARGS, "ServerArgs")
     if server_args is None:
         return None
-    for node in server_args.node.body:  # type: ignore[attr-defined]
+    for node in server_args.node.body:  # type: ignore[attr-defined]  # find_class: a ClassDef
         if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
             return node
     return None
