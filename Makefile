@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo bench test unit status
+.PHONY: setup docker twins-up twins-down demo bench lint test unit status
 
 setup: $(STAMP)
 
@@ -27,7 +27,12 @@ demo: setup docker
 bench: setup docker
 	$(PY) -m tests.twins bench
 
-test: setup docker
+# Lint and type check (configured in pyproject.toml); `make test` runs it before the tests.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: setup lint docker
 	$(PY) -m pytest
 
 unit: setup

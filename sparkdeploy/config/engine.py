@@ -16,11 +16,8 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -44,8 +41,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY", re.IGNORECASE)
 UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
 
-Scalar = Union[bool, int, float, str]
-ArgValue = Union[bool, int, float, str, list[Scalar], dict[str, Any]]
+Scalar = bool | int | float | str
+ArgValue = bool | int | float | str | list[Scalar] | dict[str, Any]
 
 
 class EngineSettings(BaseModel):
@@ -172,12 +169,13 @@ class EngineSettings(BaseModel):
             return value
         known = ", ".join(available_versions(name))
         if not value:
-            value = version_for_image(name, image) if image else None
-            if value is None:
+            derived = version_for_image(name, image) if image else None
+            if derived is None:
                 raise ValueError(
                     f"cannot tell the {name} release of image {image!r}; set version to one "
                     f"of the catalogued releases: {known}"
                 )
+            value = derived
         try:
             load_catalogue(name, value)
         except CatalogueNotFound as error:

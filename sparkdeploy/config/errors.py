@@ -8,7 +8,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-
+from pydantic import BaseModel
+from pydantic_core import ErrorDetails
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
@@ -50,10 +51,12 @@ def location(loc: tuple) -> str:
     return ", ".join(parts)
 
 
-def describe(error: dict[str, Any]) -> str:
+def describe(error: ErrorDetails) -> str:
     """One pydantic error as a sentence that says what would be valid."""
     loc = error["loc"]
-    nested_models = {"qsfp": (QsfpInterface, 3), "engine": (EngineSettings, 2)}
+    nested_models: dict[str | int, tuple[type[BaseModel], int]] = {
+        "qsfp": (QsfpInterface, 3), "engine": (EngineSettings, 2)
+    }
     model, depth = nested_models.get(loc[0] if loc else "", (SparkSettings, 1))
     nested = len(loc) >= depth > 1
     model = model if nested else SparkSettings
@@ -62,7 +65,7 @@ def describe(error: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return valid_keys_hint(key, tuple(model.model_fields))
     if kind == "missing":
-        return "required: " + model.model_fields[key].description.split(".")[0]
+        return "required: " + (model.model_fields[key].description or "").split(".")[0]
     got = error.get("input")
     message = error["msg"]
     if message.startswith("Value error, "):

@@ -29,9 +29,9 @@ from sparkdeploy.config.errors import (
     KNOWN_KEYS,
     InventoryError,
     describe,
+    location,
     source_of,
     valid_keys_hint,
-    location,
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import rail_problems

@@ -231,7 +231,7 @@ class SparkSettings(BaseModel):
     @classmethod
     def _absolute_path(cls, value: str, info: ValidationInfo) -> str:
         if not value.startswith("/"):
-            example = cls.model_fields[info.field_name].default
+            example = cls.model_fields[info.field_name].default if info.field_name else "/"
             raise ValueError(f"must be an absolute path, such as {example}")
         return posixpath.normpath(value)
 

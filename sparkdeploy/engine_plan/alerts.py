@@ -10,6 +10,7 @@ from typing import Any
 
 from sparkdeploy.knowledge.metrics import metrics
 
+
 @dataclass(frozen=True)
 class AlertPlan:
     engine: str

@@ -108,8 +108,8 @@ def services(engine: str, name: str, argv: tuple[str, ...],
     """
     pair = profile(engine)["multinode"]
     if multinode is None or pair["launcher"] != "ray":
-        head = multinode is None or multinode.rank == 0
-        return (EngineService(f"{name}.service", name, argv, serves_api=head),)
+        serves_api = multinode is None or multinode.rank == 0
+        return (EngineService(f"{name}.service", name, argv, serves_api=serves_api),)
     gcs = f"{multinode.head}:{multinode.port or pair['port']}"
     node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
     if multinode.rank > 0:
@@ -199,12 +199,13 @@ def plan_sparks(
     plans: dict[str, EnginePlan] = {}
     problems: list[str] = []
     warnings: list[str] = []
-    engines = {name: spark for name, spark in sparks.items() if spark.engine is not None}
+    engines: dict[str, tuple[SparkSettings, EngineSettings]] = {
+        name: (spark, spark.engine) for name, spark in sparks.items() if spark.engine is not None
+    }
     pair = len(engines) == 2 and all(topology[name].paired for name in engines)
     names = list(engines)
     if pair:
-        first, second = (engines[name].engine for name in names)
-        assert first is not None and second is not None
+        first, second = (engines[name][1] for name in names)
         if (first.name, first.image, first.version) != (second.name, second.image, second.version):
             problems.append(
                 f"host '{names[1]}', key 'engine': a pair serves one model with one engine; "
@@ -212,7 +213,7 @@ def plan_sparks(
                 f"{second.name} {second.image}. Give both the same engine (under defaults:)"
             )
             return plans, problems, warnings
-    for name, spark in engines.items():
+    for name, (spark, engine) in engines.items():
         place = topology[name]
         multinode = (
             MultiNode(nodes=place.nodes, rank=place.rank, head=place.head_ip,
@@ -221,9 +222,8 @@ def plan_sparks(
         )
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None
         draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
-        assert spark.engine is not None
         try:
-            plans[name], found = plan_engine(spark.engine, model, draft, multinode)
+            plans[name], found = plan_engine(engine, model, draft, multinode)
         except EnginePlanError as error:
             problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
             found = error.warnings

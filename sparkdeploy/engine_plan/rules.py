@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -153,9 +152,7 @@ def _conditions_hold(match: Mapping[str, Any], context: _Context) -> bool:
             pattern, str(context.args[flag]), re.IGNORECASE
         ):
             return False
-    if match.get("when_multinode") and not _multinode(context.args):
-        return False
-    return True
+    return not match.get("when_multinode") or _multinode(context.args)
 
 
 def _multinode(args: Mapping[str, Any]) -> bool:

@@ -98,7 +98,7 @@ class SparkHostState(FactBase):
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
         owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
-    """
+    """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
         self,

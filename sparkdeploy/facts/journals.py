@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
-
 JOURNAL_MARK = "@@spark-deploy@@"  # starts the fact's own lines; journal lines never do
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus",
                    "NRestarts", "StateChangeTimestamp")

@@ -219,7 +219,9 @@ class QsfpNetwork(FactBase):
             devices=by_subject["nmdev"],
             profiles=by_subject["profile"],
             netplan=tuple(
-                tuple(value.rsplit(":", 1)) for value in raw.get("netplan", []) if ":" in value
+                (head, tail)
+                for head, colon, tail in (value.rpartition(":") for value in raw.get("netplan", []))
+                if colon
             ),
             pings=pings,
             gids=parse_gid_lines(raw.get("gid", [])),

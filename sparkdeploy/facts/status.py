@@ -24,7 +24,6 @@ from sparkdeploy.facts.network import (
 )
 from sparkdeploy.facts.preflight import Preflight, SparkPreflight
 
-
 STATUS_UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "ActiveEnterTimestamp")
 API_HOST = "127.0.0.1"  # the engine binds there (or to every address): ask from the Spark
 API_TIMEOUT = 5  # seconds curl may take for /v1/models
@@ -111,7 +110,7 @@ class SparkStatus(FactBase):
         gid=/sys/class/infiniband/roceP2p1s0f0/ports/1/gid_attrs/types/3:RoCE v2
         gid=/sys/class/infiniband/roceP2p1s0f0/ports/1/gid_attrs/ndevs/3:enP2p1s0f0np0
         env_sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
-    """
+    """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
         self,
@@ -167,10 +166,12 @@ def status_arguments(target: Host) -> dict:
     """The SparkStatus arguments of a Spark, from its settings and engine plan."""
     spark: SparkSettings = target.data.spark
     plan: EnginePlan | None = target.data.get("engine_plan")
-    serves = plan is not None and plan.serves_api
     return {
         "model_dir": spark.model_dir,
         "units": list(plan.units) if plan else [],
-        "api_url": f"http://{API_HOST}:{plan.port}/v1/models" if serves else "",
+        "api_url": (
+            f"http://{API_HOST}:{plan.port}/v1/models"
+            if plan is not None and plan.serves_api else ""
+        ),
         **fact_arguments(target),
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gevent.event import AsyncResult
 from pyinfra import state as current_state
@@ -28,14 +28,14 @@ ATTRIBUTE = "_sparkdeploy_store"
 
 @dataclass
 class RunStore:
-    facts: dict[tuple[str, type], AsyncResult] = field(default_factory=dict)
+    facts: dict[tuple[str, type], AsyncResult[Any]] = field(default_factory=dict)
     results: dict[tuple[str, str], Any] = field(default_factory=dict)
     notices: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     reports: dict[str, Callable[[], str]] = field(default_factory=dict)
 
     def preset(self, host_name: str, fact: type[FactBase[T]], value: T) -> None:
         """Give a fact's value without gathering it (unit tests of operations)."""
-        answer = AsyncResult()
+        answer: AsyncResult[T] = AsyncResult()
         answer.set(value)
         self.facts[(host_name, fact)] = answer
 
@@ -55,10 +55,13 @@ def gathered(target: Host, fact: type[FactBase[T]], **arguments: Any) -> T:
     facts = run_store(target.state).facts
     key = (target.name, fact)
     if key not in facts:
-        facts[key] = answer = AsyncResult()
+        answer: AsyncResult[T] = AsyncResult()
+        facts[key] = answer
         try:
             answer.set(target.get_fact(fact, **arguments))
         except BaseException as error:
             answer.set_exception(error)
             raise
-    return facts[key].get()
+    # The value is the fact's T (None only when the fact gives None): gevent's stubs type
+    # get() as T | None because a result may be set without a value, which never happens here.
+    return cast(T, facts[key].get())

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def available_versions(engine: str, flags_dir: Path = FLAGS_DIR) -> list[str]:
     return sorted(versions, key=version_key)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_catalogue(engine: str, version: str) -> Catalogue:
     """The committed catalogue of ``engine`` ``version`` (``catalogues/<engine>-<version>.json``)."""
     path = FLAGS_DIR / f"{engine}-{version}.json"
@@ -86,7 +86,7 @@ def load_catalogue(engine: str, version: str) -> Catalogue:
     return Catalogue(engine, version, data["source"]["wheel"], data["source"]["sha256"], flags)
 
 
-@lru_cache(maxsize=None)
+@cache
 def renames(engine: str) -> dict[str, Any]:
     """The rename table of ``engine`` (renames.yaml): {"flags": [...], "values": [...]}."""
     data = yaml.safe_load(RENAMES_FILE.read_text(encoding="utf-8")) or {}

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from pyinfra import logger, state
+from pyinfra.api import Host, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 
 from sparkdeploy.facts.store import run_store
@@ -37,7 +38,9 @@ class NoticePrinter(BaseStateCallback):
     def __init__(self, final_only: bool = True):
         self.final_only = final_only
 
-    def host_disconnect(self, state, host):
+    # pyinfra declares the callbacks static, but State.trigger_callbacks calls them on the
+    # handler instance; this one reads self.final_only.
+    def host_disconnect(self, state: State, host: Host) -> None:  # type: ignore[override]
         if self.final_only and state.current_stage != StateStage.Disconnect:
             return
         store = run_store(state)

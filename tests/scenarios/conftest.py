@@ -6,6 +6,7 @@ destroy. A scenario is a test class naming its twins; its steps are its tests, i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.twins.runner import DeployRun, run_deploy
 @dataclass
 class Scenario:
     twins: dict[str, harness.Twin]
-    inventory: object
+    inventory: Path
     runs: list[DeployRun] = field(default_factory=list)
 
     def deploy(self, *extra: str, env: dict[str, str] | None = None,

@@ -6,7 +6,6 @@ brings it back, a second run changes nothing, and a GB10 rule refuses a deploy u
 
 from __future__ import annotations
 
-
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
 

@@ -34,7 +34,7 @@ def sh(twin: harness.Twin, command: str, input: str | None = None) -> str:
 
 
 class TestEngineUnderSystemd:
-    twins = {"eng-standin": {}}
+    twins: dict[str, dict] = {"eng-standin": {}}
     prepare = {"eng-standin": (
         f"mkdir -p {MODEL} && echo '{{\"model_type\": \"llama\"}}' > {MODEL}/config.json"
         f" && echo '{{}}' > {MODEL}/tokenizer.json")}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, REBOOT_PENDING
 from tests.scenarios.conftest import assert_idempotent
 from tests.twins import harness
@@ -22,7 +21,7 @@ def exists(twin: harness.Twin, path: str) -> bool:
 class TestFreshPair:
     """Two freshly imaged Sparks, reboot not allowed: the override goes, the reboot waits."""
 
-    twins = {"fresh-a": {}, "fresh-b": {}}
+    twins: dict[str, dict] = {"fresh-a": {}, "fresh-b": {}}
 
     def test_converge(self, scenario):
         assert all(exists(t, DRM_OVERRIDE_CONF) for t in scenario.twins.values())
@@ -82,7 +81,7 @@ class TestNotAGB10:
     """A host whose GPU is not a GB10 is refused and nothing changes on either host,
     until the operator sets the override for it."""
 
-    twins = {"gpu-a": {}, "gpu-b": {}}
+    twins: dict[str, dict] = {"gpu-a": {}, "gpu-b": {}}
     prepare = {"gpu-b": "sed -i 's/^name=.*/name=NVIDIA GeForce RTX 4090/' /etc/spark-twin/gpu.conf"}
 
     def test_refused(self, scenario):
@@ -110,7 +109,7 @@ class TestNotAGB10:
 class TestNoDriver:
     """No nvidia-smi answering (driver missing): refused with the reason."""
 
-    twins = {"nodrv": {}}
+    twins: dict[str, dict] = {"nodrv": {}}
 
     def test_refused(self, scenario):
         scenario.twins["nodrv"].exec("chmod -x /usr/bin/nvidia-smi")

@@ -22,7 +22,7 @@ def login_shell(twin: harness.Twin, command: str) -> str:
 class TestPrepareSpark:
     """A fresh Spark with an HF token on the laptop: everything lands once, secrets stay put."""
 
-    twins = {"prep": {}}
+    twins: dict[str, dict] = {"prep": {}}
 
     def test_converge(self, scenario):
         run = scenario.deploy("-v", env=TOKEN_ENV)  # -vvv: commands and their output
@@ -101,7 +101,7 @@ SWAP_TO_590 = (
 class TestDriver590:
     """A Spark on the 590 driver is refused, with what is installed and what to do."""
 
-    twins = {"drv590": {}}
+    twins: dict[str, dict] = {"drv590": {}}
     prepare = {"drv590": SWAP_TO_590}
 
     def test_refused(self, scenario):

@@ -218,7 +218,7 @@ class TestQsfpPair:
 class TestSparkAlone:
     """One Spark without QSFP keys: no network change, no network fact, no peer check."""
 
-    twins = {"net-solo": {}}
+    twins: dict[str, dict] = {"net-solo": {}}
 
     def test_no_qsfp_keys_no_network(self, scenario):
         solo = scenario.twins["net-solo"]

@@ -427,7 +427,10 @@ def start_twin(name: str, image: str) -> Twin:
         " && chmod 600 ~spark/.ssh/authorized_keys",
         input=public,
     )
-    twin.host_key = " ".join(twin.read("/etc/ssh/ssh_host_ed25519_key.pub").split()[:2])
+    host_key = twin.read("/etc/ssh/ssh_host_ed25519_key.pub")
+    if host_key is None:
+        raise HarnessError(f"{twin.name} has no SSH host key (/etc/ssh/ssh_host_ed25519_key.pub)")
+    twin.host_key = " ".join(host_key.split()[:2])
     return twin
 
 
@@ -462,7 +465,8 @@ def replug_cable(a: Twin, b: Twin) -> None:
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
     link_cable(a, b)
     for twin in (a, b):
-        wait_for(lambda: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60)
+        wait_for(lambda twin=twin: rails_connected(twin), f"{twin.name}'s QSFP rails to come back",
+                 60)
 
 
 def known_hosts(twins: list[Twin]) -> Path:

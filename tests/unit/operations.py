@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
@@ -29,6 +28,7 @@ from pyinfra.api import (
     StringCommand,
 )
 from pyinfra.api import Inventory as PyinfraInventory
+from pyinfra.api.arguments_typed import PyinfraOperation
 from pyinfra.context import ctx_host, ctx_state
 
 from sparkdeploy.facts.host_state import FileState, HostState, SparkHostState
@@ -94,7 +94,8 @@ def _text(command: Any, outcome: Outcome) -> str:
     raise TypeError(f"unexpected command {command!r}")
 
 
-def run(operation: Callable, host: Host, limit: int | None = None, **arguments: Any) -> Outcome:
+def run(operation: PyinfraOperation[...], host: Host, limit: int | None = None,
+        **arguments: Any) -> Outcome:
     """What ``operation(**arguments)`` yields on ``host`` at planning, given its facts (only
     its first ``limit`` commands, when given)."""
     outcome = Outcome()

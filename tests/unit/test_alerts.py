@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkdeploy.engine_plan.alerts import template_values
-from sparkdeploy.knowledge.metrics import metrics
-from tools.catalogue.build import DEFAULT_WHEEL_DIR, find_wheel
-from sparkdeploy.config.paths import engine_files
 from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.paths import engine_files
+from sparkdeploy.engine_plan.alerts import template_values
 from sparkdeploy.inventory import build_inventory
+from sparkdeploy.knowledge.metrics import metrics
 from sparkdeploy.render import render
+from tools.catalogue.build import DEFAULT_WHEEL_DIR, find_wheel
 
 SELECTOR = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)\{")  # a metric name before its labels
 PROMTOOL_PACKAGE = "prometheus"  # Debian/Ubuntu: promtool ships in it (19 MB, ~9 s to install)
@@ -162,7 +162,7 @@ tests:
         values: '0x60'
     alert_rule_test:
       - {eval_time: 50m, alertname: SparkEngineSpeculativeAcceptRateLow, exp_alerts: []}
-"""
+"""  # noqa: E501 -- promtool compares the annotations, one YAML line each
 
 
 @pytest.mark.parametrize("case", list(CASES))

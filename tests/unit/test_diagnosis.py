@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sparkdeploy.reports.diagnosis import TAIL_LINES, report
-from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.facts.journals import JOURNAL_MARK, EngineJournals, UnitJournal
+from sparkdeploy.knowledge.signatures import diagnose
+from sparkdeploy.reports.diagnosis import TAIL_LINES, report
 
 JOURNALS = Path(__file__).parent / "fixtures" / "journals"
 # Journal excerpt -> the signatures it must match (in signatures.yaml order), nothing else.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sparkdeploy.fitness import driver_packages, driver_refusals
 from sparkdeploy.facts.host_state import FileState, SparkHostState
+from sparkdeploy.fitness import driver_packages, driver_refusals
 from tests.unit.samples import docstring_sample
 from tests.unit.test_preflight import facts, settings
 

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from sparkdeploy.knowledge.flags import FLAGS_DIR, available_versions, load_catalogue
+from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue import build as catalogue
 from tools.catalogue import extract_sglang, extract_vllm
-from sparkdeploy.knowledge.flags import FLAGS_DIR, available_versions, load_catalogue
 from tools.catalogue.pysource import WheelSource
-from sparkdeploy.knowledge.spec import FlagSpec
 
 from .engine_wheels import SGLANG_FILES, VLLM_FILES, make_wheel
 

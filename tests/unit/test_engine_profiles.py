@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
-from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
+from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.engine_plan.effective import (
     EngineConfigError,
     MultiNode,
@@ -12,7 +14,7 @@ from sparkdeploy.engine_plan.effective import (
     effective_env,
     profile,
 )
-from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
 from sparkdeploy.knowledge.images import images
 
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
@@ -24,7 +26,7 @@ VERSIONS = [
 ]
 
 
-def settings_for(engine: str, version: str, **more) -> EngineSettings:
+def settings_for(engine: Literal["sglang", "vllm"], version: str, **more) -> EngineSettings:
     """Settings pinned to ``version`` (with an image of that release when it is not the default)."""
     default = images()[engine]["default_image"]
     if images()[engine]["images"].get(default, {}).get("version") == version:

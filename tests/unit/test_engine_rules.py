@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdeploy.knowledge.flags import available_versions, load_catalogue
+from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.engine_plan.effective import MultiNode, effective_args, effective_env
 from sparkdeploy.engine_plan.rules import check_rules, load_rules
-from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.knowledge.flags import available_versions, load_catalogue
 
 MODEL, DRAFT = "/opt/models/Mistral-Small-4-119B-2603-NVFP4", "/opt/models/eagle"
 PAIR = MultiNode(nodes=2, rank=0, head="10.0.0.1", interface="enp1s0f0np0")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sparkdeploy.knowledge.flags import available_versions
 from sparkdeploy.config.engine import (
     EngineSettings,
     image_tag,
     images,
     version_for_image,
 )
+from sparkdeploy.knowledge.flags import available_versions
 
 
 def errors(**raw) -> dict[str, str]:
@@ -42,7 +42,7 @@ def test_settings_are_strict_frozen_and_closed():
     assert set(found) == {"port", "colour", "bind"}
     settings = EngineSettings(name="vllm")
     with pytest.raises(ValidationError):
-        settings.port = 1  # type: ignore[misc]
+        settings.port = 1  # type: ignore[misc]  # frozen: the assignment must fail
 
 
 @pytest.mark.parametrize(

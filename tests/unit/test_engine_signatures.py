@@ -25,7 +25,8 @@ EXCERPTS = {
         "launch_server.py: error: unrecognized arguments: --speculative-draft-accept-rate-threshold 0.6"),
     "sgl-kernel-common-ops": "[sgl_kernel] CRITICAL: Could not load any common_ops library!",
     "stable-image-invalid-ordinal": "RuntimeError: CUDA error: invalid device ordinal",
-    "illegal-instruction-mla": "torch.AcceleratorError: CUDA error: an illegal instruction (cudaErrorIllegalInstruction)",
+    "illegal-instruction-mla": (
+        "torch.AcceleratorError: CUDA error: an illegal instruction (cudaErrorIllegalInstruction)"),
     "fastsafetensors-import": "ImportError: Please install fastsafetensors to use this load format",
     "deep-gemm-sf-transformation": "RuntimeError: Unknown SF transformation",
 }

@@ -122,7 +122,8 @@ def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
     metrics = get(port, "/metrics")
     for name in ("sglang:num_running_reqs", "sglang:gen_throughput", "sglang:spec_accept_length"):
         assert f"# TYPE {name} gauge" in metrics
-    assert 'sglang:generation_tokens_total{model_name="/model",engine_type="unified",is_streaming="false"} 1.0' in metrics
+    assert ('sglang:generation_tokens_total{model_name="/model",engine_type="unified",'
+            'is_streaming="false"} 1.0') in metrics
 
     assert docker("inspect", "-f", "{{.State.Running}} {{.State.Status}} {{.Config.Image}}",
                   "eng-sglang").stdout == "true running lmsysorg/sglang:spark\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ PAIR_QSFP = [
 
 
 def inventory(engine: dict, pair: bool = False):
-    sparks = {"s1": {"ssh_host": "a"}}
+    sparks: dict[str, dict[str, Any]] = {"s1": {"ssh_host": "a"}}
     if pair:
         sparks = {f"s{n}": {"ssh_host": f"h{n}", "qsfp": PAIR_QSFP[n - 1]} for n in (1, 2)}
     return build_inventory({

@@ -4,15 +4,14 @@ message and the engine environment, on fact output recorded on a twin."""
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
-from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
-from sparkdeploy.facts.network import QsfpNetwork
-from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
-from sparkdeploy.deploys.qsfp.proof import proof
-from sparkdeploy.facts.roce import check_gids
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Topology
+from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
+from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
+from sparkdeploy.deploys.qsfp.proof import proof
+from sparkdeploy.facts.network import QsfpNetwork
+from sparkdeploy.facts.roce import Gid, RailGid, check_gids
 
 PROFILE = "profile.qsfp-enp1s0f0np0="
 CONVERGED = f"""\
@@ -62,10 +61,16 @@ def facts(lines=CONVERGED, drop: str = "", add: tuple[str, ...] = ()):
                                  + list(add))
 
 
+def found_gid(rail: RailGid) -> Gid:
+    """The RoCE v2 GID found for a rail, which these facts have."""
+    assert rail.gid is not None, f"no RoCE v2 GID found for {rail.interface}"
+    return rail.gid
+
+
 def settings(node: int = 1, **keys) -> SparkSettings:
     rails = [{"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24"},
              {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{node}/24"}]
-    return SparkSettings(ssh_host=f"spark-{node}", qsfp=rails, **keys)
+    return SparkSettings.model_validate({"ssh_host": f"spark-{node}", "qsfp": rails, **keys})
 
 
 def test_fact_parsing():
@@ -122,7 +127,8 @@ def test_profile_down_or_drifted_is_only_brought_up():
 
 
 def test_refuses_the_ssh_and_default_route_interface():
-    spark = SparkSettings(ssh_host="s", qsfp=[{"interface": "eth0", "address": "10.9.0.1/24"}])
+    spark = SparkSettings.model_validate(
+        {"ssh_host": "s", "qsfp": [{"interface": "eth0", "address": "10.9.0.1/24"}]})
     assert refusals(spark, facts()) == [
         "qsfp rail 1 (eth0) carries the SSH session of this deploy (172.17.0.1 51612 "
         "172.17.0.4 22) and the default route; reconfiguring it would cut this Spark off. "
@@ -134,15 +140,17 @@ def test_refuses_the_ssh_and_default_route_interface():
 def test_a_rail_carrying_ssh_is_left_alone_when_it_needs_no_change():
     """A Spark reached through its peer: the SSH session arrives on its QSFP rail."""
     through_peer = facts(drop="ssh_dev=", add=("ssh_dev=enp1s0f0np0",))
-    rail_1 = SparkSettings(ssh_host="s", qsfp=[RAIL_1.model_dump()])
+    rail_1 = SparkSettings.model_validate({"ssh_host": "s", "qsfp": [RAIL_1.model_dump()]})
     assert refusals(rail_1, through_peer) == []
-    moved = SparkSettings(ssh_host="s", qsfp=[{**RAIL_1.model_dump(), "mtu": 1500}])
+    moved = SparkSettings.model_validate(
+        {"ssh_host": "s", "qsfp": [{**RAIL_1.model_dump(), "mtu": 1500}]})
     [problem] = refusals(moved, through_peer)
     assert problem.startswith("qsfp rail 1 (enp1s0f0np0) carries the SSH session")
 
 
 def test_refuses_missing_interface_unmanaged_device_and_no_networkmanager():
-    spark = SparkSettings(ssh_host="s", qsfp=[{"interface": "enp9s0", "address": "10.9.0.1/24"}])
+    spark = SparkSettings.model_validate(
+        {"ssh_host": "s", "qsfp": [{"interface": "enp9s0", "address": "10.9.0.1/24"}]})
     [missing] = refusals(spark, facts())
     assert missing == (
         "qsfp rail 1 (enp9s0): no such interface here; it has enP2p1s0f0np0, enp1s0f0np0, "
@@ -173,7 +181,7 @@ def test_ping_failure_names_the_rail_both_addresses_and_mtus():
         "enP2p1s0f0np0 192.168.101.2 (MTU 1500) to a 8972-byte don't-fragment ping "
         "(2 packets transmitted, 0 received, 100% packet loss, time 204ms)"
     ]
-    assert [rail.gid.index for rail in found] == [3, 3]
+    assert [found_gid(rail).index for rail in found] == [3, 3]
 
 
 def test_alone_there_is_no_ping_to_check():
@@ -203,7 +211,7 @@ def test_engine_environment_from_what_was_found():
     }
     assert "# rail 2: enP2p1s0f0np0 192.168.101.1/24 <-> 192.168.101.2, roceP2p1s0f0 port 1, " \
            "RoCE v2 GID index 3\n" in text
-    moved = [dataclasses.replace(r, gid=dataclasses.replace(r.gid, index=5)) for r in found]
+    moved = [dataclasses.replace(r, gid=dataclasses.replace(found_gid(r), index=5)) for r in found]
     assert "NCCL_IB_GID_INDEX=5\n" in nccl_env(one, moved)
 
 

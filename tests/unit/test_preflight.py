@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sparkdeploy.facts.preflight import SparkPreflight
-from sparkdeploy.deploys.host.preflight import summary
-from sparkdeploy.fitness import gpu_refusals as refusals
 from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.host.preflight import summary
+from sparkdeploy.facts.preflight import SparkPreflight
+from sparkdeploy.fitness import gpu_refusals as refusals
 from tests.unit.samples import docstring_sample
 
 SPARK_OUTPUT = docstring_sample(SparkPreflight)

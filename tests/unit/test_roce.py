@@ -14,6 +14,7 @@ from sparkdeploy.facts.network import QsfpNetwork
 from sparkdeploy.facts.roce import (
     ZERO_GID,
     Gid,
+    RailGid,
     check_gids,
     format_table,
     gid_table_command,
@@ -25,6 +26,12 @@ TABLE_SIZE = 255  # entries per port, as a ConnectX-7 port has
 TYPES = {"v1": "IB/RoCE v1", "v2": "RoCE v2"}
 RAILS_1 = [("enp1s0f0np0", "192.168.100.1"), ("enP2p1s0f0np0", "192.168.101.1")]
 RAILS_2 = [("enp1s0f0np0", "192.168.100.2"), ("enP2p1s0f0np0", "192.168.101.2")]
+
+
+def found_gid(rail: RailGid) -> Gid:
+    """The RoCE v2 GID found for a rail, which these tables have."""
+    assert rail.gid is not None, f"no RoCE v2 GID found for {rail.interface}"
+    return rail.gid
 
 
 def sysfs_from_show_gids(listing: Path, root: Path) -> Path:
@@ -42,14 +49,14 @@ def sysfs_from_show_gids(listing: Path, root: Path) -> Path:
     for where, entries in ports.items():
         for folder in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
             (where / folder).mkdir(parents=True)
-        for index in range(TABLE_SIZE):
-            gid, kind, ndev = entries.get(index, (ZERO_GID, "", ""))
-            (where / "gids" / str(index)).write_text(gid + "\n")
+        for slot in range(TABLE_SIZE):
+            gid, kind, ndev = entries.get(slot, (ZERO_GID, "", ""))
+            (where / "gids" / str(slot)).write_text(gid + "\n")
             if kind:
-                (where / "gid_attrs/types" / str(index)).write_text(kind + "\n")
-                (where / "gid_attrs/ndevs" / str(index)).write_text(ndev + "\n")
-            elif index % 2:
-                (where / "gid_attrs/types" / str(index)).mkdir()  # unreadable
+                (where / "gid_attrs/types" / str(slot)).write_text(kind + "\n")
+                (where / "gid_attrs/ndevs" / str(slot)).write_text(ndev + "\n")
+            elif slot % 2:
+                (where / "gid_attrs/types" / str(slot)).mkdir()  # unreadable
     return root
 
 
@@ -67,11 +74,11 @@ def test_a_spark_has_roce_v2_ipv4_at_index_3(tmp_path):
     assert len(table) == 12  # n_gids_found: zeros and unreadable entries are left out
     found, problems = check_gids(table, RAILS_1, 3, root)
     assert problems == []
-    assert [(r.gid.dev, r.gid.port, r.gid.index) for r in found] == [
+    assert [(found_gid(r).dev, found_gid(r).port, found_gid(r).index) for r in found] == [
         ("rocep1s0f0", 1, 3),
         ("roceP2p1s0f0", 1, 3),
     ]
-    assert found[0].gid.type == "RoCE v2" and found[0].gid.ipv4 == "192.168.100.1"
+    assert found_gid(found[0]).type == "RoCE v2" and found_gid(found[0]).ipv4 == "192.168.100.1"
     assert rdma_devices(table, "enP2p1s0f0np0") == ["roceP2p1s0f0"]
     assert rdma_devices(table, "enp1s0f1np1") == ["rocep1s0f1"]  # no address: no IPv4 GID
 
@@ -79,7 +86,7 @@ def test_a_spark_has_roce_v2_ipv4_at_index_3(tmp_path):
 def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tmp_path):
     table, root = read_tables("spark-2-moved.gids.txt", tmp_path)
     found, problems = check_gids(table, RAILS_2, 3, root)
-    assert [r.gid.index for r in found] == [5, 5]
+    assert [found_gid(r).index for r in found] == [5, 5]
     assert len(problems) == 2
     assert problems[0].startswith(
         "rail 1 (enp1s0f0np0, 192.168.100.2): the RoCE v2 GID of 192.168.100.2 is at index 5 "
@@ -97,7 +104,7 @@ def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tmp_pat
 def test_auto_takes_the_index_found(tmp_path):
     table, root = read_tables("spark-2-moved.gids.txt", tmp_path)
     found, problems = check_gids(table, RAILS_2, "auto", root)
-    assert problems == [] and [r.gid.index for r in found] == [5, 5]
+    assert problems == [] and [found_gid(r).index for r in found] == [5, 5]
     _, problems = check_gids(table, RAILS_2, 5, root)
     assert problems == []
 

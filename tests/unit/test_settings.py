@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from sparkdeploy.config.errors import InventoryError
@@ -153,8 +152,7 @@ def test_qsfp_rails_with_their_defaults():
     ]
     assert one.qsfp[1].ip == "192.168.101.1" and str(one.qsfp[1].network) == "192.168.101.0/24"
     assert one.roce_gid_index == "auto" and one.sysfs_root == "/sys"
-    alone = build_inventory({"sparks": {"s": {"ssh_host": "a", "ssh_user": "u"}}}, PATH)
-    alone = alone.sparks["s"]
+    alone = build_inventory({"sparks": {"s": {"ssh_host": "a", "ssh_user": "u"}}}, PATH).sparks["s"]
     assert alone.qsfp == [] and alone.roce_gid_index == 3
 
 

@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
-from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
-from sparkdeploy.render import aligned
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
+from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
 from sparkdeploy.facts.status import Api, SparkStatus, Status, parse_api
+from sparkdeploy.render import aligned
 from sparkdeploy.reports.status import (
     FAIL,
     NONE,
@@ -33,9 +33,10 @@ UNIT = "spark-engine-sglang.service"
 def sparks(**keys) -> dict[str, SparkSettings]:
     """A pair with QSFP rails and SGLang across both, as the twins have it."""
     return {
-        name: SparkSettings(ssh_host=f"{name}.local", ssh_user="nvidia", sysfs_root="/sys",
-                            qsfp=harness.qsfp_plan(node), engine={"name": "sglang"},
-                            **harness.MODEL, **keys)
+        name: SparkSettings.model_validate({
+            "ssh_host": f"{name}.local", "ssh_user": "nvidia", "sysfs_root": "/sys",
+            "qsfp": harness.qsfp_plan(node), "engine": {"name": "sglang"},
+            **harness.MODEL, **keys})
         for node, name in ((1, "spark-1"), (2, "spark-2"))
     }
 

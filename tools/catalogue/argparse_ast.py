@@ -12,8 +12,14 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from sparkdeploy.knowledge.spec import (
+    FlagSpec,
+    clean_choices,
+    json_safe,
+    register,
+    register_negatable,
+)
 from tools.catalogue.pysource import Unknown, WheelSource, call_name
-from sparkdeploy.knowledge.spec import FlagSpec, clean_choices, json_safe, register, register_negatable
 
 Kwargs = dict[str, Any]
 UNKNOWN = object()  # a default that is not a literal
@@ -92,7 +98,7 @@ def to_spec(kwargs: Kwargs) -> tuple[FlagSpec, bool]:
     default = kwargs.get("default")
     default = None if default is UNKNOWN else json_safe(default)
     deprecated = bool(kwargs.get("deprecated")) or action in DEPRECATED_ACTIONS
-    common = {
+    common: dict[str, Any] = {
         "deprecated": deprecated,
         "replaced_by": kwargs.get("new_flag") if isinstance(kwargs.get("new_flag"), str) else None,
     }

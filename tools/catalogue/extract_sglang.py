@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 
+from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.argparse_ast import (
     add_argument_calls,
     keywords,
@@ -24,7 +25,6 @@ from tools.catalogue.argparse_ast import (
     record,
 )
 from tools.catalogue.pysource import WheelSource
-from sparkdeploy.knowledge.spec import FlagSpec
 
 SERVER_ARGS = "sglang.srt.server_args"
 SERVER_ARGS_FILE = "sglang/srt/server_args.py"
@@ -39,7 +39,7 @@ def _add_cli_args(source: WheelSource) -> ast.FunctionDef | None:
     server_args = source.find_class(SERVER_ARGS, "ServerArgs")
     if server_args is None:
         return None
-    for node in server_args.node.body:  # type: ignore[attr-defined]
+    for node in server_args.node.body:  # type: ignore[attr-defined]  # find_class: a ClassDef
         if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
             return node
     return None

@@ -23,6 +23,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.argparse_ast import (
     UNKNOWN,
     Kwargs,
@@ -39,7 +40,6 @@ from tools.catalogue.pysource import (
     call_name,
     field_default,
 )
-from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue.vllm_types import TypeReader, class_mro, hint_kwargs
 
 ARG_UTILS = "vllm.engine.arg_utils"
@@ -74,7 +74,7 @@ class _State:
 
 
 def class_key(binding: Binding) -> str:
-    return f"{binding.module}.{binding.node.name}"  # type: ignore[attr-defined]
+    return f"{binding.module}.{binding.node.name}"  # type: ignore[attr-defined]  # a class binding
 
 
 class VllmReader:
@@ -130,9 +130,10 @@ class VllmReader:
                 if ref is not None:
                     env[target.id] = ref
                     return
-            elif isinstance(target, ast.Subscript):
-                if self._override(target, module, env, node.value):
-                    return
+            elif isinstance(target, ast.Subscript) and self._override(
+                target, module, env, node.value
+            ):
+                return
         if isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Subscript):
@@ -175,7 +176,8 @@ class VllmReader:
         if isinstance(value, ast.Subscript):
             base = self._kwargs_ref(value.value, module, owner, env)
             key = value.slice
-            if isinstance(base, _ClassKwargs) and isinstance(key, ast.Constant):
+            if (isinstance(base, _ClassKwargs) and isinstance(key, ast.Constant)
+                    and isinstance(key.value, str)):
                 return _FieldKwargs(base.cls, key.value)
         if isinstance(value, ast.Name) and value.id in env:
             return env[value.id]
@@ -190,7 +192,7 @@ class VllmReader:
         self, target: ast.Subscript, module: str, env: dict
     ) -> tuple[_FieldKwargs, str] | None:
         """``X["field"]["key"]`` or ``F["key"]`` -> (field kwargs, key)."""
-        if not isinstance(target.slice, ast.Constant):
+        if not (isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
             return None
         ref = self._kwargs_ref(target.value, module, None, env)
         if isinstance(ref, _FieldKwargs):
@@ -220,6 +222,8 @@ class VllmReader:
         """``kwargs["field"]["choices"].remove(x)``."""
         if not (isinstance(call, ast.Call) and call_name(call.func) == "remove"):
             return False
+        # call_name() == "remove" is taken to mean an attribute call (x.remove): a bare remove()
+        # would raise AttributeError here, as it always has.
         holder = call.func.value  # type: ignore[attr-defined]
         if not isinstance(holder, ast.Subscript):
             return False
@@ -239,7 +243,7 @@ class VllmReader:
     def _customize(self, cls: Binding) -> None:
         """Apply ``_customize_cli_kwargs`` of a class and its bases (base first)."""
         for binding in reversed(class_mro(self.source, cls)):
-            method = _method(binding.node, "_customize_cli_kwargs")  # type: ignore[arg-type]
+            method = _method(binding.node, "_customize_cli_kwargs")  # type: ignore[arg-type]  # MRO: ClassDefs
             if method is None:
                 continue
             argument = method.args.args[-1].arg  # (cls, frontend_kwargs)
@@ -270,7 +274,7 @@ class VllmReader:
             for key, item in zip(value.keys, value.values, strict=True):
                 if key is None:
                     merged.update(self._unpacked(item, module, env))
-                elif isinstance(key, ast.Constant):
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
                     merged.update(keyword_value(self.source, module, key.value, item))
             return merged
         ref = self._kwargs_ref(value, module, None, env)
@@ -284,6 +288,7 @@ class VllmReader:
         iterator = loop.iter
         if not (isinstance(iterator, ast.Call) and call_name(iterator.func) == "items"):
             return False
+        # Taken as an attribute call (x.items()), like remove() above.
         ref = self._kwargs_ref(iterator.func.value, module, None, env)  # type: ignore[attr-defined]
         if not isinstance(ref, _ClassKwargs) or not add_argument_calls(loop):
             return False
@@ -298,7 +303,7 @@ class VllmReader:
         if cls is None:
             return
         for binding in class_mro(self.source, cls):
-            method = _method(binding.node, "add_cli_args")  # type: ignore[arg-type]
+            method = _method(binding.node, "add_cli_args")  # type: ignore[arg-type]  # MRO: ClassDefs
             if method is not None:
                 key = (class_key(cls), class_key(binding))
                 if key not in self.state.seen:
@@ -311,7 +316,7 @@ class VllmReader:
     def _fields(self, cls: Binding) -> dict[str, tuple[Binding, ast.AnnAssign]]:
         fields: dict[str, tuple[Binding, ast.AnnAssign]] = {}
         for binding in reversed(class_mro(self.source, cls)):
-            for statement in binding.node.body:  # type: ignore[attr-defined]
+            for statement in binding.node.body:  # type: ignore[attr-defined]  # MRO: ClassDefs
                 if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
                     if "ClassVar" in ast.unparse(statement.annotation):
                         continue

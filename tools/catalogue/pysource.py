@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import operator
 import zipfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -125,9 +126,9 @@ class WheelSource:
                 for target in statement.targets:
                     if isinstance(target, ast.Name):
                         module.names[target.id] = statement.value
-            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                if statement.value is not None:
-                    module.names[statement.target.id] = statement.value
+            elif (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                  and statement.value is not None):
+                module.names[statement.target.id] = statement.value
 
     def lookup(self, module_name: str, name: str, _depth: int = 0) -> Binding | None:
         """What ``name`` means in ``module_name``, following imports (and re-exports)."""
@@ -188,9 +189,9 @@ def class_attribute(cls: ast.ClassDef, name: str) -> ast.expr | None:
         if isinstance(statement, ast.Assign):
             if any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
                 return statement.value
-        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-            if statement.target.id == name:
-                return statement.value
+        elif (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+              and statement.target.id == name):
+            return statement.value
     return None
 
 
@@ -265,15 +266,16 @@ class _Evaluator:
                     items.append(self.eval(element))
             return items
         if isinstance(expr, ast.Dict):
-            if any(key is None for key in expr.keys):
+            keys = [key for key in expr.keys if key is not None]
+            if len(keys) != len(expr.keys):
                 raise Unknown("dict unpacking")
-            return {self.eval(k): self.eval(v) for k, v in zip(expr.keys, expr.values, strict=True)}
+            return {self.eval(k): self.eval(v) for k, v in zip(keys, expr.values, strict=True)}
         if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
             return -self.eval(expr.operand)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
             left, right = self.eval(expr.left), self.eval(expr.right)
             if isinstance(left, (list, str, int, float)) and type(left) is type(right):
-                return left + right
+                return operator.add(left, right)  # same type: mypy cannot pair the unions
             raise Unknown("addition of mixed types")
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
             left, right = self.eval(expr.left), self.eval(expr.right)
@@ -303,16 +305,17 @@ class _Evaluator:
         module, node = self.module, expr
         for _ in range(20):
             if isinstance(node, ast.Dict):
-                if any(key is None for key in node.keys):
+                keys = [key for key in node.keys if key is not None]
+                if len(keys) != len(node.keys):
                     raise Unknown("dict unpacking")
-                return [self._in(module, key) for key in node.keys]  # type: ignore[arg-type]
+                return [self._in(module, key) for key in keys]
             if isinstance(node, ast.Name) and node.id in self.local and module == self.module:
                 node = self.local[node.id]
                 continue
             if isinstance(node, ast.Attribute):
                 owner = self.source.find_class(module, node.value)
                 if owner is not None:
-                    value = class_attribute(owner.node, node.attr)  # type: ignore[arg-type]
+                    value = class_attribute(owner.node, node.attr)  # type: ignore[arg-type]  # find_class: a ClassDef
                     if value is None:
                         break
                     module, node = owner.module, value
@@ -337,7 +340,7 @@ class _Evaluator:
         # Enum member or class attribute: Cls.NAME / module.Cls.NAME
         owner = self.source.find_class(self.module, expr.value)
         if owner is not None:
-            value = class_attribute(owner.node, expr.attr)  # type: ignore[arg-type]
+            value = class_attribute(owner.node, expr.attr)  # type: ignore[arg-type]  # find_class: a ClassDef
             if value is None:
                 raise Unknown(f"{ast.unparse(expr)} not assigned in the class body")
             if isinstance(value, ast.Call) and call_name(value.func) in ("field", "Field"):

@@ -56,7 +56,7 @@ def class_mro(source: WheelSource, cls: Binding, depth: int = 0) -> list[Binding
     order = [cls]
     if depth > MAX_DEPTH:
         return order
-    for base in cls.node.bases:  # type: ignore[attr-defined]
+    for base in cls.node.bases:  # type: ignore[attr-defined]  # a class binding: a ClassDef
         found = source.find_class(cls.module, base)
         if found is not None and found != cls:
             order += [b for b in class_mro(source, found, depth + 1) if b not in order]
@@ -142,10 +142,10 @@ class TypeReader:
 
     def _class(self, cls: Binding) -> Hint:
         for binding in class_mro(self.source, cls):
-            node: ast.ClassDef = binding.node  # type: ignore[assignment]
+            node: ast.ClassDef = binding.node  # type: ignore[assignment]  # MRO: ClassDefs
             bases = {call_name(base) for base in node.bases}
             if bases & ENUM_BASES:
-                return Hint("enum", tuple(_enum_members(cls.node)))  # type: ignore[arg-type]
+                return Hint("enum", tuple(_enum_members(cls.node)))  # type: ignore[arg-type]  # a ClassDef
             if bases & MAPPINGS:
                 return Hint("dict")
             decorators = {

@@ -76,10 +76,9 @@ def serving(unit: str, port: int, restart: bool = False, follows: bool = False,
         yield f"systemctl enable {unit}"
     if restart or active != "active":
         yield f"systemctl {'restart' if active == 'active' else 'start'} {unit}"
-    elif not follows:
-        if enabled == "enabled":
-            host.noop(f"{unit} is enabled and running")
-            return
+    elif not follows and enabled == "enabled":
+        host.noop(f"{unit} is enabled and running")
+        return
     if health:
         yield FunctionCommand(_check_health, (unit, port, timeout), {})
 

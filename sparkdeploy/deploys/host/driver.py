@@ -15,6 +15,7 @@ from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.facts.preflight import preflight
 from sparkdeploy.fitness import driver_packages, driver_refusals
 
+
 @operation()
 def held(packages: list[str]):
     """

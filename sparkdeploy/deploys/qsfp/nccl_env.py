@@ -30,7 +30,12 @@ def nccl_env(place: Place, found: list[RailGid]) -> str:
     rails = []
     for rail, rail_gid in zip(place.rails, found):
         gid = rail_gid.gid
-        assert gid is not None, "the proof passed, so every rail has its RoCE v2 GID"
+        if gid is None:
+            raise ValueError(
+                f"{place.name}: rail {rail.interface} has no RoCE v2 GID; the engine "
+                "environment is written only from a passed QSFP proof, which finds one on "
+                "every rail"
+            )
         rails.append(EnvRail(rail.interface, rail.address, rail.ip, rail.peer_ip, gid.dev,
                              gid.port, gid.index))
     return render(

@@ -22,6 +22,7 @@ from sparkdeploy.deploys.refuse import refuse
 from sparkdeploy.facts.network import Network, is_up_as_configured, network, profile_name
 from sparkdeploy.reports import notices
 
+
 def wanted(rail: QsfpInterface) -> dict[str, str]:
     """The profile properties of a rail, as nmcli names and prints them."""
     return {

@@ -15,8 +15,7 @@ import hashlib
 import time
 
 from pyinfra import host, logger, state
-from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand
-from pyinfra.api import deploy, operation
+from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, deploy, operation
 
 from sparkdeploy.config.paths import NCCL_ENV
 from sparkdeploy.config.spark import SparkSettings

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 VERSIONS = {"sglang": "0.5.23", "vllm": "0.33.0"}
 # How each engine is started: `python3 -m MODULE` or `PROGRAM serve` (which also takes the
@@ -118,9 +119,9 @@ def recognize(argv: list[str]) -> tuple[str, list[str], bool] | None:
     program = os.path.basename(argv[0])
     if program in PROGRAMS and argv[1:2] == ["serve"]:
         return program, argv[2:], True
-    if re.fullmatch(r"python(3(\.\d+)?)?", program) and argv[1:2] == ["-m"] and len(argv) > 2:
-        if argv[2] in MODULES:
-            return MODULES[argv[2]], argv[3:], False
+    if (re.fullmatch(r"python(3(\.\d+)?)?", program) and argv[1:2] == ["-m"] and len(argv) > 2
+            and argv[2] in MODULES):
+        return MODULES[argv[2]], argv[3:], False
     return None
 
 
@@ -277,6 +278,7 @@ class Engine:
 
     def models(self) -> dict:
         created = int(time.time())
+        cards: list[dict[str, Any]]
         cards = [{"id": name, "object": "model", "created": created, "owned_by": self.kind,
                   "root": name if self.kind == "sglang" else self.model, "parent": None,
                   "max_model_len": self.context_len}
@@ -346,6 +348,7 @@ class Engine:
         for family, kind, help_text, label_set, key in rows:
             family += "_total" if kind == "counter" else ""
             lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
+            samples: list[tuple[dict[str, str], str | None]]
             if label_set == "finished":  # one sample per finish reason
                 samples = [({**labels["engine"], "finished_reason": reason}, f"finished_{reason}")
                            for reason in FINISH_REASONS]
@@ -353,7 +356,8 @@ class Engine:
                 samples = [(labels[label_set], key)]
             for sample_labels, sample_key in samples:
                 rendered = ",".join(f'{k}="{v}"' for k, v in sample_labels.items())
-                lines.append(f"{family}{{{rendered}}} {float(counts.get(sample_key, 0))}")
+                count = counts.get(sample_key, 0) if sample_key is not None else 0
+                lines.append(f"{family}{{{rendered}}} {float(count)}")
         return "\n".join(lines) + "\n"
 
 
@@ -453,7 +457,10 @@ class Handler(BaseHTTPRequestHandler):
 def ray_cluster():
     """The Ray stand-in beside this file (the image's `ray`), for the cluster it runs here."""
     sys.dont_write_bytecode = True
-    spec = importlib.util.spec_from_file_location("spark_twin_ray", Path(__file__).with_name("ray.py"))
+    path = Path(__file__).with_name("ray.py")
+    spec = importlib.util.spec_from_file_location("spark_twin_ray", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -464,7 +471,7 @@ def place_on_ray(engine: Engine, stop: threading.Event) -> bool:
     worker; False (after printing vLLM's error) when there is no cluster or no time left."""
     ray = ray_cluster()
     started = time.monotonic()
-    logged = -RAY_LOG_EVERY_S
+    logged: float = -RAY_LOG_EVERY_S
     while not stop.is_set():
         gpus = ray.cluster_gpus()
         if gpus is None:
@@ -544,7 +551,7 @@ def serve(engine: Engine) -> int:
         server.append(ThreadingHTTPServer((engine.host, engine.port), Handler))
     except OSError as exc:  # the port is taken
         engine.uvicorn(f"[Errno {exc.errno}] error while attempting to bind on address "
-                       f"('{engine.host}', {engine.port}): {exc.strerror.lower()}", "ERROR")
+                       f"('{engine.host}', {engine.port}): {str(exc.strerror).lower()}", "ERROR")
         return 1
     server[0].daemon_threads = True
     engine.ready_lines(startup_s)

@@ -168,7 +168,11 @@ def start_head(ip: str, port: int) -> int:
     except OSError as error:
         print(f"ValueError: Failed to bind to {ip}:{port}: {error.strerror}", file=sys.stderr)
         return 1
-    signal.signal(signal.SIGTERM, lambda *_: (head.close(), sys.exit(0)))
+    def stop(*_: object) -> None:
+        head.close()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
     started(ip, head.address)
     head.serve()
     return 0
