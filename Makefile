@@ -27,9 +27,10 @@ demo: setup docker
 bench: setup docker
 	$(PY) -m tests.twins bench
 
-# Lint and type check (configured in pyproject.toml); `make test` runs it before the tests.
+# Lint, format check and type check (configured in pyproject.toml); `make test` runs it first.
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 test: setup lint docker

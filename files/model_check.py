@@ -19,8 +19,13 @@ MARKER = ".spark-deploy-complete"
 
 
 def check(folder, want, needs_tokenizer):
-    result = {"folder": folder, "exists": os.path.isdir(folder), "marker": "",
-              "missing": [], "empty": []}
+    result = {
+        "folder": folder,
+        "exists": os.path.isdir(folder),
+        "marker": "",
+        "missing": [],
+        "empty": [],
+    }
     if not result["exists"]:
         return result
     try:
@@ -60,8 +65,11 @@ def main(argv):
         problems = result["missing"] + [name + " (empty)" for name in result["empty"]]
         if not result["exists"] or problems:
             when = "after download" if mode == "--seal" else "for the engine"
-            print(f"model folder {folder} is incomplete {when}: "
-                  f"{', '.join(problems) or 'folder missing'}", file=sys.stderr)
+            print(
+                f"model folder {folder} is incomplete {when}: "
+                f"{', '.join(problems) or 'folder missing'}",
+                file=sys.stderr,
+            )
             return 1
         if mode == "--verify":
             print(f"model folder {folder} has every file an engine needs")

@@ -28,7 +28,6 @@ class InventoryError(Exception):
         super().__init__("\n".join(lines))
 
 
-
 SECRET_KEYS = ("hf_token", "token", "huggingface_token")
 
 
@@ -55,7 +54,8 @@ def describe(error: ErrorDetails) -> str:
     """One pydantic error as a sentence that says what would be valid."""
     loc = error["loc"]
     nested_models: dict[str | int, tuple[type[BaseModel], int]] = {
-        "qsfp": (QsfpInterface, 3), "engine": (EngineSettings, 2)
+        "qsfp": (QsfpInterface, 3),
+        "engine": (EngineSettings, 2),
     }
     model, depth = nested_models.get(loc[0] if loc else "", (SparkSettings, 1))
     nested = len(loc) >= depth > 1
@@ -77,4 +77,3 @@ def describe(error: ErrorDetails) -> str:
 
 def source_of(key: str, own: dict[str, Any], defaults: dict[str, Any]) -> str:
     return " (set under defaults:)" if key in defaults and key not in own else ""
-

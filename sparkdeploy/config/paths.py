@@ -135,12 +135,17 @@ def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
     for service in plan.services:
         files += [
             ManagedFile(ENGINE_UNIT.format(unit=service.unit)),
-            ManagedFile(ENGINE_SUDOERS.format(name=service.unit_base), mode="440",
-                        validate="visudo -cf {path}"),
+            ManagedFile(
+                ENGINE_SUDOERS.format(name=service.unit_base),
+                mode="440",
+                validate="visudo -cf {path}",
+            ),
         ]
     if plan.writes_alerts:
-        files += [ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),
-                  ManagedFile(PROMETHEUS_SCRAPE.format(name=plan.name))]
+        files += [
+            ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),
+            ManagedFile(PROMETHEUS_SCRAPE.format(name=plan.name)),
+        ]
     return files
 
 

@@ -63,8 +63,10 @@ class QsfpInterface(BaseModel):
         network = address.network
         if address.ip.is_loopback or address.ip.is_multicast or address.ip.is_unspecified:
             raise ValueError(f"must be a unicast host address, {example}")
-        if network.prefixlen < 31 and address.ip in (network.network_address,
-                                                      network.broadcast_address):
+        if network.prefixlen < 31 and address.ip in (
+            network.network_address,
+            network.broadcast_address,
+        ):
             raise ValueError(f"is the network or broadcast address of {network}; {example}")
         return str(address)
 
@@ -279,5 +281,3 @@ class SparkSettings(BaseModel):
                         "192.168.100.0/24 and 192.168.101.0/24"
                     )
         return rails
-
-

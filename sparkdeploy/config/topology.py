@@ -57,13 +57,20 @@ class Topology:
             peer = next((other for other in names if other != name), None)
             theirs = sparks[peer].qsfp if peer else []
             rails = tuple(
-                Rail(number, rail.interface, rail.address, rail.ip, rail.mtu,
-                     theirs[number - 1].interface if number <= len(theirs) else "",
-                     theirs[number - 1].ip if number <= len(theirs) else "")
+                Rail(
+                    number,
+                    rail.interface,
+                    rail.address,
+                    rail.ip,
+                    rail.mtu,
+                    theirs[number - 1].interface if number <= len(theirs) else "",
+                    theirs[number - 1].ip if number <= len(theirs) else "",
+                )
                 for number, rail in enumerate(spark.qsfp, start=1)
             )
-            places[name] = Place(name, rank, len(names), head,
-                                 head_rails[0].ip if head_rails else "", peer, rails)
+            places[name] = Place(
+                name, rank, len(names), head, head_rails[0].ip if head_rails else "", peer, rails
+            )
         return cls(places)
 
     def __getitem__(self, name: str) -> Place:

@@ -80,7 +80,7 @@ def managed_file(path: str, content: str):
     if current == wanted:
         host.noop(f"{path} is up to date")
         return
-    real = posixpath.join(state.user_home, path[len(HOME):]) if file.under_home else path
+    real = posixpath.join(state.user_home, path[len(HOME) :]) if file.under_home else path
     target = shlex.quote(real)
     ownership = f"chown {wanted.user}:{wanted.group} {{f}} && chmod {wanted.mode} {{f}}"
     if current is not None and current.sha256 == wanted.sha256:
@@ -91,7 +91,7 @@ def managed_file(path: str, content: str):
     if file.secret:
         staging_dir = posixpath.join(state.ssh_home, UPLOAD_DIR)
         private_upload = posixpath.join(staging_dir, posixpath.basename(real))
-        yield f"install -d -m 700 -o \"${{SUDO_USER:-root}}\" {shlex.quote(staging_dir)}"
+        yield f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shlex.quote(staging_dir)}'
         parent = posixpath.dirname(real)
         folders = " ".join(shlex.quote(folder) for folder in (posixpath.dirname(parent), parent))
         yield f"install -d -m 700 -o {wanted.user} -g {wanted.group} {folders}"

@@ -24,10 +24,20 @@ def template_values(alerts: AlertPlan, unit: str, port: int, spark: str) -> dict
     """What templates/prometheus-*.yml.j2 render, for the unit serving the API on ``port``."""
     engine = metrics()[alerts.engine]
     job = unit.removesuffix(".service")
-    promql = {key: " ".join(engine[key].split()).replace("{job}", job).replace(
-        "{window}", alerts.window) for key in ("accept_rate", "active")}
+    promql = {
+        key: " ".join(engine[key].split()).replace("{job}", job).replace("{window}", alerts.window)
+        for key in ("accept_rate", "active")
+    }
     return {
-        "unit": unit, "job": job, "port": port, "spark": spark, "engine": alerts.engine,
-        "version": alerts.version, "source": engine["source"], "threshold": alerts.threshold,
-        "window": alerts.window, "speculative": alerts.speculative, **promql,
+        "unit": unit,
+        "job": job,
+        "port": port,
+        "spark": spark,
+        "engine": alerts.engine,
+        "version": alerts.version,
+        "source": engine["source"],
+        "threshold": alerts.threshold,
+        "window": alerts.window,
+        "speculative": alerts.speculative,
+        **promql,
     }

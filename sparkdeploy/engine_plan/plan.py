@@ -98,8 +98,9 @@ class EnginePlan:
         return (self.main.unit, *(s.unit for s in self.services if s is not self.main))
 
 
-def services(engine: str, name: str, argv: tuple[str, ...],
-             multinode: MultiNode | None) -> tuple[EngineService, ...]:
+def services(
+    engine: str, name: str, argv: tuple[str, ...], multinode: MultiNode | None
+) -> tuple[EngineService, ...]:
     """
     The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
     server with its rank (SGLang): one. In a Ray pair (vLLM): on the head a Ray head unit
@@ -114,16 +115,34 @@ def services(engine: str, name: str, argv: tuple[str, ...],
     node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
     if multinode.rank > 0:
         worker = f"{name}-ray-worker"
-        return (EngineService(f"{worker}.service", worker, ("start", "--address", gcs, *node),
-                              role="ray-worker", entrypoint="ray", wait=("--address", gcs)),)
+        return (
+            EngineService(
+                f"{worker}.service",
+                worker,
+                ("start", "--address", gcs, *node),
+                role="ray-worker",
+                entrypoint="ray",
+                wait=("--address", gcs),
+            ),
+        )
     head = f"{name}-ray-head"
     port = gcs.rsplit(":", 1)[1]
     return (
-        EngineService(f"{head}.service", head, ("start", "--head", "--port", port, *node),
-                      role="ray-head", entrypoint="ray"),
-        EngineService(f"{name}.service", head, (*ENTRYPOINTS[engine], *argv),
-                      part_of=f"{head}.service", serves_api=True,
-                      wait=("--container", head, "--gpus", str(multinode.nodes))),
+        EngineService(
+            f"{head}.service",
+            head,
+            ("start", "--head", "--port", port, *node),
+            role="ray-head",
+            entrypoint="ray",
+        ),
+        EngineService(
+            f"{name}.service",
+            head,
+            (*ENTRYPOINTS[engine], *argv),
+            part_of=f"{head}.service",
+            serves_api=True,
+            wait=("--container", head, "--gpus", str(multinode.nodes)),
+        ),
     )
 
 
@@ -182,7 +201,9 @@ def plan_engine(
             threshold=settings.alert_accept_rate,
             window=settings.alert_window,
             speculative=speculative_on(settings, draft_folder),
-        ) if settings.alerts else None,
+        )
+        if settings.alerts
+        else None,
     )
     return plan, warnings
 
@@ -216,9 +237,15 @@ def plan_sparks(
     for name, (spark, engine) in engines.items():
         place = topology[name]
         multinode = (
-            MultiNode(nodes=place.nodes, rank=place.rank, head=place.head_ip,
-                      interface=place.rails[0].interface, address=place.rails[0].ip)
-            if pair else None
+            MultiNode(
+                nodes=place.nodes,
+                rank=place.rank,
+                head=place.head_ip,
+                interface=place.rails[0].interface,
+                address=place.rails[0].ip,
+            )
+            if pair
+            else None
         )
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None
         draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None

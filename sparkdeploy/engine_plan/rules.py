@@ -159,7 +159,8 @@ def _multinode(args: Mapping[str, Any]) -> bool:
     """Across Sparks: more than one node, or tensor parallelism above one GPU (a Spark has
     one, so vLLM's Ray executor spans the pair)."""
     return _number_above(args.get("--nnodes"), 1) or _number_above(
-        args.get("--tensor-parallel-size"), 1)
+        args.get("--tensor-parallel-size"), 1
+    )
 
 
 # -- subjects: what a rule points at ----------------------------------------------------------

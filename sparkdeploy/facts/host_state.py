@@ -110,7 +110,7 @@ class SparkHostState(FactBase):
     ) -> str:
         quoted_user = shlex.quote(user)
         files = " ".join(shlex.quote(path) for path in paths if not path.startswith(HOME))
-        at_home = [path[len(HOME):] for path in paths if path.startswith(HOME)]
+        at_home = [path[len(HOME) :] for path in paths if path.startswith(HOME)]
         return "\n".join(
             [
                 *PACKAGE_LINES,
@@ -118,18 +118,26 @@ class SparkHostState(FactBase):
                 'st() { if [ -e "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
                 ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
                 ' else printf "file %s -\\n" "${2:-$1}"; fi; }',
-                f"for f in {files}; do st \"$f\"; done",
+                f'for f in {files}; do st "$f"; done',
                 f"home=$(getent passwd {quoted_user} | cut -d: -f6)",
-                *(f'[ -z "$home" ] || st "$home"/{shlex.quote(path)} {shlex.quote(HOME + path)}'
-                  for path in at_home),
+                *(
+                    f'[ -z "$home" ] || st "$home"/{shlex.quote(path)} {shlex.quote(HOME + path)}'
+                    for path in at_home
+                ),
                 f"grep -qE '{GAI_LINE_RE}' {GAI_CONF} 2>/dev/null && echo 'gai 1' || echo 'gai 0'",
                 f"v=$(ls -d {HF_CLI_VENV}/lib/python3*/site-packages/huggingface_hub-*.dist-info"
                 " 2>/dev/null | head -n1)",
                 'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
                 f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
                 'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
-                *([f"for f in {' '.join(owned_globs)}; do"
-                   ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done'] if owned_globs else []),
+                *(
+                    [
+                        f"for f in {' '.join(owned_globs)}; do"
+                        ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done'
+                    ]
+                    if owned_globs
+                    else []
+                ),
                 *(
                     f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
                     f' "$(systemctl is-active {shlex.quote(unit)})"'
@@ -137,8 +145,10 @@ class SparkHostState(FactBase):
                     for unit in units
                 ),
                 *(
-                    [f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
-                     " | sed 's/^/model /'"]
+                    [
+                        f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
+                        " | sed 's/^/model /'"
+                    ]
                     if models
                     else []
                 ),
@@ -193,9 +203,15 @@ def host_state() -> HostState:
         for folder, want, tokenizer in spark.model_folders()
         for part in (folder, want, "1" if tokenizer else "0")
     )
-    paths = tuple(path for path, file in managed_files(spark, plan).items()
-                  if file.read_by == "host_state")
+    paths = tuple(
+        path for path, file in managed_files(spark, plan).items() if file.read_by == "host_state"
+    )
     return gathered(
-        host, SparkHostState, user=spark.user, paths=paths, models=models,
-        units=plan.units if plan else (), owned_globs=ENGINE_FILE_GLOBS,
+        host,
+        SparkHostState,
+        user=spark.user,
+        paths=paths,
+        models=models,
+        units=plan.units if plan else (),
+        owned_globs=ENGINE_FILE_GLOBS,
     )

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 from pyinfra.api import FactBase
 
 JOURNAL_MARK = "@@spark-deploy@@"  # starts the fact's own lines; journal lines never do
-UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus",
-                   "NRestarts", "StateChangeTimestamp")
+UNIT_PROPERTIES = (
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "Result",
+    "ExecMainStatus",
+    "NRestarts",
+    "StateChangeTimestamp",
+)
 
 
 @dataclass(frozen=True)
@@ -29,7 +36,7 @@ class UnitJournal:
         return self.properties.get("ActiveState") == "active"
 
     def summary(self) -> str:
-        """"failed (exit-code, exit status 1) since Mon 2026-03-23 10:12:05 UTC, 3 restarts"."""
+        """ "failed (exit-code, exit status 1) since Mon 2026-03-23 10:12:05 UTC, 3 restarts"."""
         if not self.installed:
             return f"not installed ({self.properties.get('LoadState') or 'unknown'})"
         get = self.properties.get

@@ -124,7 +124,10 @@ class QsfpNetwork(FactBase):
     """
 
     def command(
-        self, interfaces: list[str], pings: list[tuple[str, str, int]], sysfs_root: str,
+        self,
+        interfaces: list[str],
+        pings: list[tuple[str, str, int]],
+        sysfs_root: str,
         env_file: str,
     ) -> str:
         q = shlex.quote
@@ -132,8 +135,7 @@ class QsfpNetwork(FactBase):
             "printf 'nm=%s\\n' \"$(nmcli -t -f RUNNING general 2>/dev/null)\"",
             "p=$$; c=",
             'while [ -z "$c" ] && [ "${p:-1}" -gt 1 ]; do',
-            "  c=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null"
-            " | sed -n 's/^SSH_CONNECTION=//p')",
+            "  c=$(tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^SSH_CONNECTION=//p')",
             "  p=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f2)",
             "done",
             "printf 'ssh=%s\\n' \"$c\"",
@@ -169,8 +171,7 @@ class QsfpNetwork(FactBase):
             )
         lines += [
             gid_table_command(sysfs_root),
-            f"printf 'env_sha256=%s\\n' \"$(sha256sum {q(env_file)} 2>/dev/null"
-            " | cut -d' ' -f1)\"",
+            f"printf 'env_sha256=%s\\n' \"$(sha256sum {q(env_file)} 2>/dev/null | cut -d' ' -f1)\"",
         ]
         return "\n".join(lines)
 
@@ -241,8 +242,11 @@ def fact_arguments(target: Host) -> dict:
     place: Place = target.data.place
     return {
         "interfaces": [rail.interface for rail in place.rails],
-        "pings": [(rail.interface, rail.peer_ip, rail.mtu - IP_HEADERS)
-                  for rail in place.rails if rail.peer_ip],
+        "pings": [
+            (rail.interface, rail.peer_ip, rail.mtu - IP_HEADERS)
+            for rail in place.rails
+            if rail.peer_ip
+        ],
         "sysfs_root": target.data.spark.sysfs_root,
         "env_file": NCCL_ENV,
     }

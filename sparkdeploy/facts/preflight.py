@@ -30,7 +30,7 @@ class Preflight:
 
     @property
     def gpu_name(self) -> str:
-        """"GPU 0: NVIDIA GB10 (UUID: GPU-...)" -> "NVIDIA GB10"."""
+        """ "GPU 0: NVIDIA GB10 (UUID: GPU-...)" -> "NVIDIA GB10"."""
         name = self.gpu.split(":", 1)[1] if ":" in self.gpu else self.gpu
         return name.split("(UUID:", 1)[0].strip()
 
@@ -67,18 +67,17 @@ class SparkPreflight(FactBase):
             [
                 "printf 'gpu=%s\\n' \"$(nvidia-smi -L 2>/dev/null | head -n1)\"",
                 "printf 'driver=%s\\n' \"$(nvidia-smi --query-gpu=driver_version"
-                " --format=csv,noheader 2>/dev/null | head -n1)\"",
-                "printf 'arch=%s\\nkernel=%s\\n' \"$(uname -m)\" \"$(uname -r)\"",
-                "printf 'os=%s\\n' \"$(. /etc/os-release && echo \"$PRETTY_NAME\")\"",
-                "awk '/^MemTotal:/{print \"mem_total_kb=\"$2}"
-                " /^MemAvailable:/{print \"mem_available_kb=\"$2}' /proc/meminfo",
+                ' --format=csv,noheader 2>/dev/null | head -n1)"',
+                'printf \'arch=%s\\nkernel=%s\\n\' "$(uname -m)" "$(uname -r)"',
+                'printf \'os=%s\\n\' "$(. /etc/os-release && echo "$PRETTY_NAME")"',
+                'awk \'/^MemTotal:/{print "mem_total_kb="$2}'
+                ' /^MemAvailable:/{print "mem_available_kb="$2}\' /proc/meminfo',
                 f"d={folder}",
                 'while [ ! -d "$d" ]; do d=$(dirname "$d"); done',
                 "printf 'disk_path=%s\\n' \"$d\"",
-                "df -Pk \"$d\" | awk 'NR==2{print \"disk_free_kb=\"$4}'",
+                'df -Pk "$d" | awk \'NR==2{print "disk_free_kb="$4}\'',
                 f"printf 'drm_override=%s\\n' \"$(test -e {DRM_OVERRIDE_CONF} && echo 1)\"",
-                "printf 'reboot_pending=%s\\n'"
-                f" \"$(head -n1 {REBOOT_PENDING} 2>/dev/null)\"",
+                f"printf 'reboot_pending=%s\\n' \"$(head -n1 {REBOOT_PENDING} 2>/dev/null)\"",
             ]
         )
 

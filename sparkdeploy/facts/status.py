@@ -127,7 +127,7 @@ class SparkStatus(FactBase):
             SparkPreflight().command(model_dir),
             *PACKAGE_LINES,
             "printf 'temperature=%s\\n' \"$(nvidia-smi --query-gpu=temperature.gpu"
-            " --format=csv,noheader 2>/dev/null | head -n1)\"",
+            ' --format=csv,noheader 2>/dev/null | head -n1)"',
             *(
                 f"systemctl show -p {','.join(STATUS_UNIT_PROPERTIES)} {q(unit)} 2>/dev/null"
                 f" | sed {q(f's/^/unit.{unit}=/')}"
@@ -171,7 +171,8 @@ def status_arguments(target: Host) -> dict:
         "units": list(plan.units) if plan else [],
         "api_url": (
             f"http://{API_HOST}:{plan.port}/v1/models"
-            if plan is not None and plan.serves_api else ""
+            if plan is not None and plan.serves_api
+            else ""
         ),
         **fact_arguments(target),
     }

@@ -28,16 +28,23 @@ class Diagnosis:
 
     def __str__(self) -> str:
         rule = f" (GB10 rule {self.signature.rule})" if self.signature.rule else ""
-        return (f"matches {self.signature.id}{rule}: {self.signature.cause} "
-                f"Fix: {self.signature.fix}\n    seen: {self.line.strip()}")
+        return (
+            f"matches {self.signature.id}{rule}: {self.signature.cause} "
+            f"Fix: {self.signature.fix}\n    seen: {self.line.strip()}"
+        )
 
 
 @lru_cache(maxsize=1)
 def signatures() -> tuple[Signature, ...]:
     entries = yaml.safe_load(SIGNATURES_FILE.read_text(encoding="utf-8"))
     return tuple(
-        Signature(entry["id"], re.compile(entry["pattern"], re.IGNORECASE), entry["cause"],
-                  entry["fix"], entry.get("rule", ""))
+        Signature(
+            entry["id"],
+            re.compile(entry["pattern"], re.IGNORECASE),
+            entry["cause"],
+            entry["fix"],
+            entry.get("rule", ""),
+        )
         for entry in entries
     )
 

@@ -23,11 +23,20 @@ INDENT = "    "  # pyinfra indents the first line of a notice by as much
 
 def _finding(diagnosis: Diagnosis) -> list[str]:
     signature = diagnosis.signature
-    rows = [("rule id", signature.id + (f" (GB10 rule {signature.rule})" if signature.rule
-                                        else " (no GB10 rule prevents it)")),
-            ("seen", diagnosis.line.strip()),
-            ("cause", signature.cause),
-            ("fix", signature.fix)]
+    rows = [
+        (
+            "rule id",
+            signature.id
+            + (
+                f" (GB10 rule {signature.rule})"
+                if signature.rule
+                else " (no GB10 rule prevents it)"
+            ),
+        ),
+        ("seen", diagnosis.line.strip()),
+        ("cause", signature.cause),
+        ("fix", signature.fix),
+    ]
     return [f"{INDENT * 2}{label:<8} {text}" for label, text in rows]
 
 
@@ -40,7 +49,9 @@ def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
     found = diagnose("\n".join(journal.lines))
     read = f"its last {len(journal.lines)} journal lines"
     if found:
-        earlier = " (the unit runs now: they may be from an earlier start)" if journal.active else ""
+        earlier = (
+            " (the unit runs now: they may be from an earlier start)" if journal.active else ""
+        )
         body = [f"{INDENT}{len(found)} known GB10 failure signature(s) in {read}{earlier}:"]
         for diagnosis in found:
             body += _finding(diagnosis)
@@ -48,8 +59,11 @@ def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
     if not journal.lines:
         return level, f"{head}; no journal lines"
     tail = journal.lines[-TAIL_LINES:]
-    body = [f"{INDENT}no known GB10 failure signature in {read} (of {lines} read); "
-            f"the last {len(tail)}:", *(f"{INDENT * 2}| {line}" for line in tail)]
+    body = [
+        f"{INDENT}no known GB10 failure signature in {read} (of {lines} read); "
+        f"the last {len(tail)}:",
+        *(f"{INDENT * 2}| {line}" for line in tail),
+    ]
     return level, "\n".join([head, *body])
 
 
@@ -57,8 +71,11 @@ def diagnose_engines() -> None:
     """Read every engine unit of the current host's plan and record its diagnosis as a notice."""
     plan: EnginePlan | None = host.data.get("engine_plan")
     if plan is None:
-        notices.add(host.name, "no engine: in the inventory for this Spark; nothing to diagnose",
-                    logging.INFO)
+        notices.add(
+            host.name,
+            "no engine: in the inventory for this Spark; nothing to diagnose",
+            logging.INFO,
+        )
         return
     for journal in gathered(host, EngineJournals, units=plan.units, lines=JOURNAL_LINES):
         level, text = report(journal)

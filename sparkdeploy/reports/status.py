@@ -65,8 +65,11 @@ def driver_row(spark: SparkSettings, status: Status) -> Row:
 def drm_row(status: Status) -> Row:
     facts = status.preflight
     if facts.drm_override:
-        return Row("drm override", WARN, f"{DRM_OVERRIDE_CONF} present: CUDA sees about 62 GB "
-                   "(the deploy removes it)")
+        return Row(
+            "drm override",
+            WARN,
+            f"{DRM_OVERRIDE_CONF} present: CUDA sees about 62 GB (the deploy removes it)",
+        )
     if facts.reboot_pending:
         return Row("drm override", WARN, f"absent; REBOOT PENDING: {facts.reboot_pending}")
     return Row("drm override", OK, "absent, no reboot pending")
@@ -96,14 +99,19 @@ def rail_rows(spark: SparkSettings, rails: tuple[Rail, ...], network: Network) -
         detail = (
             f"{rail.interface} {', '.join(link.addresses) or 'no IPv4'}, MTU {link.mtu}, "
             f"{'up' if link.up else 'DOWN'}"
-            + ("" if fine else f", not as configured ({rail.address}, MTU {rail.mtu}, "
-                               f"profile qsfp-{rail.interface} active)")
+            + (
+                ""
+                if fine
+                else f", not as configured ({rail.address}, MTU {rail.mtu}, "
+                f"profile qsfp-{rail.interface} active)"
+            )
         )
         ping = network.pings.get(rail.interface)
         if ping is not None and ends.peer_ip:
             result = "ok" if ping.ok else f"FAILED ({ping.detail})"
-            detail += (f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to "
-                       f"{ends.peer_ip} {result}")
+            detail += (
+                f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to {ends.peer_ip} {result}"
+            )
             fine = fine and ping.ok
         rows.append(Row(check, OK if fine else FAIL, detail))
     return rows
@@ -198,8 +206,13 @@ def report() -> str:
     for target in filter(state.is_host_in_limit, state.inventory):
         status = results.get((target.name, STATUS))
         if status is None:
-            sections[target.name] = [Row("status", FAIL, "not read (no connection, or the "
-                                                         "status command failed; see above)")]
+            sections[target.name] = [
+                Row(
+                    "status",
+                    FAIL,
+                    "not read (no connection, or the status command failed; see above)",
+                )
+            ]
             continue
         sections[target.name] = status_rows(
             target.data.spark, target.data.get("engine_plan"), target.data.place.rails, status

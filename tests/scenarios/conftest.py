@@ -20,8 +20,9 @@ class Scenario:
     inventory: Path
     runs: list[DeployRun] = field(default_factory=list)
 
-    def deploy(self, *extra: str, env: dict[str, str] | None = None,
-               deploy: str = "deploy.py") -> DeployRun:
+    def deploy(
+        self, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
+    ) -> DeployRun:
         result = run_deploy(self.inventory, *extra, env=env, deploy=deploy)
         self.runs.append(result)
         return result

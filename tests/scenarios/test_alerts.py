@@ -13,8 +13,10 @@ from tests.twins import harness
 
 RULES = "/etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml"
 SCRAPE = "/etc/spark-deploy/prometheus/spark-engine-sglang.scrape.yml"
-METRICS = ("python3 -c \"import urllib.request as u; "
-           "print(u.urlopen('http://127.0.0.1:30000/metrics', timeout=5).read().decode())\"")
+METRICS = (
+    'python3 -c "import urllib.request as u; '
+    "print(u.urlopen('http://127.0.0.1:30000/metrics', timeout=5).read().decode())\""
+)
 
 
 class TestAlerts:

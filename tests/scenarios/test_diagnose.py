@@ -44,7 +44,7 @@ class TestDiagnose:
         assert run.returncode == 0, run.explain()
         assert run.changed() == {} and run.results["operations"] == []
         assert run.remote_commands() == {"diag-1": 1}
-        report = run.stderr[run.stderr.index("--> Results:"):]
+        report = run.stderr[run.stderr.index("--> Results:") :]
         assert f"[diag-1] Diagnosis of {UNIT}: inactive (dead" in report
         assert "rule id  flashmla-sm100-only" in report
         assert f"seen     {CRASH}" in report
@@ -54,14 +54,16 @@ class TestDiagnose:
 
     def test_clean_engine_matches_nothing(self, scenario):
         twin = scenario.twins["diag-1"]
-        twin.exec(f"rm -f {FAIL_FILE} && journalctl --rotate -q && journalctl --vacuum-time=1s -q"
-                  f" && systemctl start {UNIT}")
+        twin.exec(
+            f"rm -f {FAIL_FILE} && journalctl --rotate -q && journalctl --vacuum-time=1s -q"
+            f" && systemctl start {UNIT}"
+        )
         wait_for(lambda: models_answer(twin), "the engine to serve")
         run = scenario.deploy(deploy="diagnose.py")
         print(run.stderr)
         assert run.returncode == 0, run.explain()
         assert state(twin) == "active"
-        report = run.stderr[run.stderr.index("--> Results:"):]
+        report = run.stderr[run.stderr.index("--> Results:") :]
         assert f"[diag-1] Diagnosis of {UNIT}: active (running) since" in report
         assert "no known GB10 failure signature in its last" in report
         assert "        | [" in report and "The server is fired up and ready to roll!" in report

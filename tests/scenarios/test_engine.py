@@ -24,8 +24,10 @@ MODELS = "/v1/models"
 
 
 def models_answer(twin: harness.Twin, port: int = 30000) -> str:
-    probe = (f"python3 -c \"import urllib.request as u; "
-             f"print(u.urlopen('http://127.0.0.1:{port}{MODELS}', timeout=5).read().decode())\"")
+    probe = (
+        f'python3 -c "import urllib.request as u; '
+        f"print(u.urlopen('http://127.0.0.1:{port}{MODELS}', timeout=5).read().decode())\""
+    )
     done = twin.exec(probe, check=False)
     return done.stdout if done.returncode == 0 else ""
 
@@ -86,8 +88,12 @@ class TestEngineService:
         assert restarted.returncode == 0, restarted.stderr
         wait_for(lambda: models_answer(twin), "the engine after the operator's restart")
         assert as_ops(twin, "sudo -n systemctl status spark-engine-sglang").returncode == 0
-        for forbidden in ("systemctl restart ssh", "systemctl stop NetworkManager",
-                          f"systemctl edit {UNIT}", "true"):
+        for forbidden in (
+            "systemctl restart ssh",
+            "systemctl stop NetworkManager",
+            f"systemctl edit {UNIT}",
+            "true",
+        ):
             denied = as_ops(twin, f"sudo -n {forbidden}")
             assert denied.returncode != 0, forbidden
         assert state(twin, "ssh") == "active"
@@ -114,9 +120,10 @@ class TestEngineService:
     def test_gb10_rule_refuses_before_any_connection(self, scenario):
         twin = scenario.twins["eng"]
         before = twin.read(UNIT_FILE)
-        twin.data["engine"] = {"name": "sglang",
-                               "args": {"--attention-backend": "flashinfer",
-                                        "--mem-fraction-static": 0.9}}
+        twin.data["engine"] = {
+            "name": "sglang",
+            "args": {"--attention-backend": "flashinfer", "--mem-fraction-static": 0.9},
+        }
         scenario.write_inventory()
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode == 2
@@ -169,14 +176,19 @@ class TestEngineThatCrashes:
         assert "spark-engine-sglang.service did not become healthy" in run.stderr, run.explain()
         assert "last journal lines of spark-engine-sglang.service" in run.stderr
         assert CRASH in run.stderr
-        assert ("matches flashinfer-invalid-device-function (GB10 rule "
-                "sglang-flashinfer-attention)") in run.stderr
+        assert (
+            "matches flashinfer-invalid-device-function (GB10 rule sglang-flashinfer-attention)"
+        ) in run.stderr
         assert "Fix: Use --attention-backend triton" in run.stderr
 
 
 def pair_spark(node: int) -> dict:
-    return {**harness.MODEL, "sysfs_root": harness.TWIN_SYSFS, "qsfp": harness.qsfp_plan(node),
-            "engine": {"name": "sglang"}}
+    return {
+        **harness.MODEL,
+        "sysfs_root": harness.TWIN_SYSFS,
+        "qsfp": harness.qsfp_plan(node),
+        "engine": {"name": "sglang"},
+    }
 
 
 class TestSglangPair:

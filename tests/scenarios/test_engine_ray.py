@@ -22,8 +22,13 @@ SERVER_PROCESS = "[e]ngine.py vllm serve"  # the brackets keep pgrep off its own
 
 
 def ray_spark(node: int) -> dict:
-    return {**harness.MODEL, "sysfs_root": harness.TWIN_SYSFS, "qsfp": harness.qsfp_plan(node),
-            "operator_user": "ops", "engine": {"name": "vllm"}}
+    return {
+        **harness.MODEL,
+        "sysfs_root": harness.TWIN_SYSFS,
+        "qsfp": harness.qsfp_plan(node),
+        "operator_user": "ops",
+        "engine": {"name": "vllm"},
+    }
 
 
 def ray_status(twin: harness.Twin) -> str:
@@ -61,19 +66,26 @@ class TestVllmRayPair:
         # the worker joined the head's GCS across the cable, from its own QSFP address
         joined = worker.exec(f"ss -Htn state established dst {HEAD_ADDRESS}:6379").stdout
         assert f"{WORKER_ADDRESS}:" in joined
-        args = worker.exec("docker inspect -f '{{json .Args}}' "
-                           "spark-engine-vllm-ray-worker").stdout.replace(" ", "")
+        args = worker.exec(
+            "docker inspect -f '{{json .Args}}' spark-engine-vllm-ray-worker"
+        ).stdout.replace(" ", "")
         assert f'"--address","{HEAD_ADDRESS}:6379"' in args
-        env = worker.exec("docker inspect -f '{{json .Config.Env}}' "
-                          "spark-engine-vllm-ray-worker").stdout
-        for expected in ("RAY_memory_monitor_refresh_ms=0", "NCCL_SOCKET_IFNAME=enp1s0f0np0",
-                         f"VLLM_HOST_IP={WORKER_ADDRESS}", "NCCL_IB_GID_INDEX=3"):
+        env = worker.exec(
+            "docker inspect -f '{{json .Config.Env}}' spark-engine-vllm-ray-worker"
+        ).stdout
+        for expected in (
+            "RAY_memory_monitor_refresh_ms=0",
+            "NCCL_SOCKET_IFNAME=enp1s0f0np0",
+            f"VLLM_HOST_IP={WORKER_ADDRESS}",
+            "NCCL_IB_GID_INDEX=3",
+        ):
             assert expected in env
         assert '"id": "Mistral-Small-4-119B-2603-NVFP4"' in models_answer(head, PORT)
         for twin, units in ((head, (HEAD, SERVER)), (worker, (WORKER,))):
             for unit in units:
-                verify = twin.exec(f"systemd-analyze verify /etc/systemd/system/{unit}",
-                                   check=False)
+                verify = twin.exec(
+                    f"systemd-analyze verify /etc/systemd/system/{unit}", check=False
+                )
                 assert verify.returncode == 0, verify.stderr
                 assert twin.exec(f"systemctl is-enabled {unit}").stdout.strip() == "enabled"
 
@@ -99,8 +111,11 @@ class TestVllmRayPair:
         worker_pid = main_pid(worker, WORKER)
         restarted = as_ops(head, f"sudo -n systemctl restart {HEAD}")  # the operator may
         assert restarted.returncode == 0, restarted.stderr
-        wait_for(lambda: main_pid(worker, WORKER) not in (worker_pid, "0"),
-                 "the worker to rejoin the new head", 120)
+        wait_for(
+            lambda: main_pid(worker, WORKER) not in (worker_pid, "0"),
+            "the worker to rejoin the new head",
+            120,
+        )
         wait_for(lambda: models_answer(head, PORT), "the server on the new cluster", 120)
         assert " 0.0/2.0 GPU" in ray_status(head)
         assert servers(head) == 1

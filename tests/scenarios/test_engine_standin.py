@@ -8,9 +8,11 @@ from tests.twins import harness
 MODEL = "/opt/models/tiny"
 UNIT = "eng-sglang"
 PORT = 30000
-RUN = (f"docker run --name {UNIT} --rm --network host --gpus all --ipc host"
-       f" -v {MODEL}:/model:ro lmsysorg/sglang:spark"
-       f" python3 -m sglang.launch_server --model-path /model --port {PORT} --enable-metrics")
+RUN = (
+    f"docker run --name {UNIT} --rm --network host --gpus all --ipc host"
+    f" -v {MODEL}:/model:ro lmsysorg/sglang:spark"
+    f" python3 -m sglang.launch_server --model-path /model --port {PORT} --enable-metrics"
+)
 # Inside the twin, with the standard library only (the twin has no curl).
 MODELS = f"""
 import time, urllib.request
@@ -35,9 +37,12 @@ def sh(twin: harness.Twin, command: str, input: str | None = None) -> str:
 
 class TestEngineUnderSystemd:
     twins: dict[str, dict] = {"eng-standin": {}}
-    prepare = {"eng-standin": (
-        f"mkdir -p {MODEL} && echo '{{\"model_type\": \"llama\"}}' > {MODEL}/config.json"
-        f" && echo '{{}}' > {MODEL}/tokenizer.json")}
+    prepare = {
+        "eng-standin": (
+            f'mkdir -p {MODEL} && echo \'{{"model_type": "llama"}}\' > {MODEL}/config.json'
+            f" && echo '{{}}' > {MODEL}/tokenizer.json"
+        )
+    }
 
     def test_unit_serves_the_model(self, scenario):
         twin = scenario.twins["eng-standin"]
@@ -65,4 +70,6 @@ class TestEngineUnderSystemd:
         twin = scenario.twins["eng-standin"]
         denied = twin.exec("su - spark -c 'docker ps'", check=False)
         assert denied.returncode == 1
-        assert "permission denied while trying to connect to the Docker daemon socket" in denied.stderr
+        assert (
+            "permission denied while trying to connect to the Docker daemon socket" in denied.stderr
+        )

@@ -82,7 +82,9 @@ class TestNotAGB10:
     until the operator sets the override for it."""
 
     twins: dict[str, dict] = {"gpu-a": {}, "gpu-b": {}}
-    prepare = {"gpu-b": "sed -i 's/^name=.*/name=NVIDIA GeForce RTX 4090/' /etc/spark-twin/gpu.conf"}
+    prepare = {
+        "gpu-b": "sed -i 's/^name=.*/name=NVIDIA GeForce RTX 4090/' /etc/spark-twin/gpu.conf"
+    }
 
     def test_refused(self, scenario):
         run = scenario.deploy()

@@ -25,8 +25,12 @@ def hub_requests(twin: harness.Twin) -> list[str]:
 
 def content_downloads(lines: list[str]) -> list[str]:
     """Requests that fetched file content (not metadata)."""
-    return [line for line in lines if line.startswith(("hub GET", "cdn GET")) and
-            ("/resolve/" in line or line.startswith("cdn GET"))]
+    return [
+        line
+        for line in lines
+        if line.startswith(("hub GET", "cdn GET"))
+        and ("/resolve/" in line or line.startswith("cdn GET"))
+    ]
 
 
 class TestModelFolder:
@@ -39,12 +43,18 @@ class TestModelFolder:
         for name in ("config.json", "tokenizer.json"):  # the release omits them: repaired
             assert twin.read(f"{NVFP4}/{name}") == twin.read(f"{BASE}/{name}")
         for shard in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
-            assert twin.exec(f"cmp {NVFP4}/{shard} {HUB}/mistralai/"
-                             f"Mistral-Small-4-119B-2603-NVFP4/{shard}").returncode == 0
+            assert (
+                twin.exec(
+                    f"cmp {NVFP4}/{shard} {HUB}/mistralai/Mistral-Small-4-119B-2603-NVFP4/{shard}"
+                ).returncode
+                == 0
+            )
         assert twin.read(f"{NVFP4}/.spark-deploy-complete").strip() == (
-            "mistralai/Mistral-Small-4-119B-2603-NVFP4@main")
+            "mistralai/Mistral-Small-4-119B-2603-NVFP4@main"
+        )
         assert twin.read(f"{EAGLE}/.spark-deploy-complete").strip() == (
-            "mistralai/Mistral-Small-4-119B-2603-eagle@main")
+            "mistralai/Mistral-Small-4-119B-2603-eagle@main"
+        )
         assert twin.exec(f"stat -c %U {NVFP4}/config.json").stdout.strip() == "spark"
 
     def test_idempotence_contacts_no_hub(self, scenario):
@@ -87,8 +97,9 @@ class TestIncompleteRelease:
     def test_verify_names_what_is_missing(self, scenario):
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode != 0
-        assert (f"model folder {NVFP4} is incomplete after download: config.json, "
-                "tokenizer.json") in run.stderr
+        assert (
+            f"model folder {NVFP4} is incomplete after download: config.json, tokenizer.json"
+        ) in run.stderr
         twin = scenario.twins["norepair"]
         assert twin.exec(f"test -e {NVFP4}/.spark-deploy-complete", check=False).returncode != 0
 

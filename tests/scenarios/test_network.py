@@ -54,9 +54,7 @@ def configure(scenario, name: str, **keys) -> None:
 
 def env(twin: harness.Twin) -> dict[str, str]:
     text = twin.read(NCCL_ENV) or ""
-    return dict(
-        line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
-    )
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#")
 
 
 class TestQsfpPair:
@@ -80,8 +78,10 @@ class TestQsfpPair:
 
     def test_refuses_clashing_addresses(self, scenario):
         mine = harness.qsfp_plan(2)
-        clash = [{**mine[0], "address": "192.168.100.1/24"},
-                 {**mine[1], "address": "192.168.200.2/24"}]
+        clash = [
+            {**mine[0], "address": "192.168.100.1/24"},
+            {**mine[1], "address": "192.168.200.2/24"},
+        ]
         configure(scenario, "net-b", qsfp=clash)
         run = scenario.deploy()
         assert run.returncode == 2, run.explain()
@@ -109,9 +109,11 @@ class TestQsfpPair:
         assert_idempotent(run)
         # preflight, host state, and the network fact (pings and GID tables included)
         assert run.remote_commands() == {"net-a": 3, "net-b": 3}, run.stderr
-        assert "[net-b] QSFP proven: rail 1 enp1s0f0np0 192.168.100.2: RoCE v2 GID index 3 " \
-               "on rocep1s0f0 port 1; rail 2 enP2p1s0f0np0 192.168.101.2: RoCE v2 GID index " \
-               "3 on roceP2p1s0f0 port 1, jumbo path to net-a proven" in run.stderr
+        assert (
+            "[net-b] QSFP proven: rail 1 enp1s0f0np0 192.168.100.2: RoCE v2 GID index 3 "
+            "on rocep1s0f0 port 1; rail 2 enP2p1s0f0np0 192.168.101.2: RoCE v2 GID index "
+            "3 on roceP2p1s0f0 port 1, jumbo path to net-a proven" in run.stderr
+        )
 
     def test_verify_with_ip(self, scenario):
         for node, twin in enumerate(scenario.twins.values(), start=1):
@@ -157,8 +159,10 @@ class TestQsfpPair:
         )
         run = scenario.deploy()
         assert_idempotent(run)
-        assert "[net-a] NETPLAN: /etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with " \
-               "the networkd renderer does nothing for it" in run.stderr
+        assert (
+            "[net-a] NETPLAN: /etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with "
+            "the networkd renderer does nothing for it" in run.stderr
+        )
         assert "[net-b] NETPLAN" not in run.stderr
         a.exec("rm /etc/netplan/40-cx7.yaml")
 
@@ -176,8 +180,9 @@ class TestQsfpPair:
             "rail 1 (enp1s0f0np0, 192.168.100.2): the RoCE v2 GID of 192.168.100.2 is at "
             "index 5 on rocep1s0f0 port 1, not 3 (roce_gid_index)" in run.stderr
         ), run.explain()
-        assert "0000:0000:0000:0000:0000:ffff:c0a8:6402  192.168.100.2  v2   enp1s0f0np0" \
-            in run.stderr
+        assert (
+            "0000:0000:0000:0000:0000:ffff:c0a8:6402  192.168.100.2  v2   enp1s0f0np0" in run.stderr
+        )
         assert run.changed() == {}
         assert env(b)["NCCL_IB_GID_INDEX"] == "3"
 

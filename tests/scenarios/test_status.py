@@ -86,24 +86,33 @@ class TestStatusOfAPair:
         for node, name in enumerate(NAMES, start=1):
             assert one(rows, name, "gpu") == ("ok", "NVIDIA GB10, 41 C")
             assert one(rows, name, "driver") == (
-                "ok", "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held")
+                "ok",
+                "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held",
+            )
             state, detail = one(rows, name, "drm override")
             assert state == "WARN"  # removed by the deploy, the twin not rebooted yet
             assert detail.startswith("absent; REBOOT PENDING: /etc/modprobe.d/")
             state, detail = one(rows, name, "memory")
             assert state == "ok" and detail.endswith("GiB, guard 1 GiB")
             for number, (rail, peer) in enumerate(
-                    zip(harness.qsfp_plan(node), harness.qsfp_plan(3 - node)), start=1):
+                zip(harness.qsfp_plan(node), harness.qsfp_plan(3 - node)), start=1
+            ):
                 peer_ip = peer["address"].split("/")[0]
                 assert one(rows, name, f"rail {number}") == (
-                    "ok", f"{rail['interface']} {rail['address']}, MTU 9000, up, 8972-byte "
-                          f"don't-fragment ping to {peer_ip} ok")
+                    "ok",
+                    f"{rail['interface']} {rail['address']}, MTU 9000, up, 8972-byte "
+                    f"don't-fragment ping to {peer_ip} ok",
+                )
             assert one(rows, name, "roce gid") == (
-                "ok", "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)")
+                "ok",
+                "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)",
+            )
             state, detail = one(rows, name, "unit")
             assert state == "ok" and detail.startswith(f"{UNIT} active, enabled, since ")
         assert one(rows, "stat-1", "engine") == (
-            "ok", "ready, serving Mistral-Small-4-119B-2603-NVFP4 on 127.0.0.1:30000")
+            "ok",
+            "ready, serving Mistral-Small-4-119B-2603-NVFP4 on 127.0.0.1:30000",
+        )
         assert one(rows, "stat-2", "engine") == ("-", "rank 1 of 2: the head serves the API")
         assert run.stderr.rstrip().endswith("2 Spark(s): 2 WARN")
 
@@ -119,8 +128,9 @@ class TestStatusOfAPair:
         assert state == "FAIL"
         assert detail.startswith("not ready: http://127.0.0.1:30000/v1/models curl: (7)")
         assert one(rows, "stat-2", "driver") == (
-            "WARN", "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 NOT held "
-                    "(the deploy holds it)")
+            "WARN",
+            "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 NOT held (the deploy holds it)",
+        )
         state, detail = one(rows, "stat-2", "rail 2")
         assert state == "FAIL" and "MTU 1500" in detail and "not as configured" in detail
         state, detail = one(rows, "stat-1", "rail 2")

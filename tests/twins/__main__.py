@@ -16,17 +16,23 @@ def main(argv: list[str]) -> int:
             print(f"twins: inventory written to {path.relative_to(harness.ROOT)}")
         elif command == "down":
             removed = harness.down()
-            print(f"twins: removed {', '.join(removed) or 'nothing'} "
-                  f"(namespace {harness.namespace()})")
+            print(
+                f"twins: removed {', '.join(removed) or 'nothing'} "
+                f"(namespace {harness.namespace()})"
+            )
             legacy = harness.legacy_twins()
             if legacy:
-                print(f"twins: left alone {', '.join(legacy)}: made by a harness without "
-                      f"namespaces, perhaps for another checkout (`docker rm -f` them if not)")
+                print(
+                    f"twins: left alone {', '.join(legacy)}: made by a harness without "
+                    f"namespaces, perhaps for another checkout (`docker rm -f` them if not)"
+                )
         elif command == "demo":
             from tests.twins.demo import demo
+
             return demo()
         elif command == "bench":
             from tests.twins.bench import bench
+
             return bench()
         else:
             print(__doc__ + "\nusage: python -m tests.twins up|down|demo|bench", file=sys.stderr)

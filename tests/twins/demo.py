@@ -18,13 +18,19 @@ GRAND_TOTAL = re.compile(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)")
 
 
 def deploy(title: str) -> tuple[float, dict[str, str]]:
-    print(f"\n=== {title}: pyinfra inventory.py deploy.py (SPARK_INVENTORY=inventory/twins.yml)",
-          flush=True)
-    env = {**os.environ, "SPARK_INVENTORY": str(harness.TWINS_INVENTORY),
-           **harness.HUB_TOKEN_ENV}
+    print(
+        f"\n=== {title}: pyinfra inventory.py deploy.py (SPARK_INVENTORY=inventory/twins.yml)",
+        flush=True,
+    )
+    env = {**os.environ, "SPARK_INVENTORY": str(harness.TWINS_INVENTORY), **harness.HUB_TOKEN_ENV}
     started = time.monotonic()
-    done = subprocess.run([str(PYINFRA), "-y", "inventory.py", "deploy.py"], cwd=harness.ROOT,
-                          env=env, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [str(PYINFRA), "-y", "inventory.py", "deploy.py"],
+        cwd=harness.ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seconds = time.monotonic() - started
     sys.stderr.write(done.stderr)
     match = GRAND_TOTAL.search(done.stderr)
@@ -40,8 +46,10 @@ def fresh_pair() -> list[harness.Twin]:
     started = time.monotonic()
     twins = harness.up()
     harness.write_inventory(twins, harness.TWINS_INVENTORY)
-    print(f"twins: {', '.join(t.name for t in twins)} booted in "
-          f"{time.monotonic() - started:.1f}s; inventory/twins.yml written")
+    print(
+        f"twins: {', '.join(t.name for t in twins)} booted in "
+        f"{time.monotonic() - started:.1f}s; inventory/twins.yml written"
+    )
     return twins
 
 
@@ -60,8 +68,10 @@ def demo() -> int:
     changed_again = second["success"] not in ("-", "0") or second["error"] not in ("-", "0")
     print("\n=== Summary")
     print(f"  first run : {first_s:5.1f}s, changes: {first['success']}")
-    print(f"  second run: {second_s:5.1f}s, changes: {second['success']}, "
-          f"no change: {second['no_change']}")
+    print(
+        f"  second run: {second_s:5.1f}s, changes: {second['success']}, "
+        f"no change: {second['no_change']}"
+    )
     if changed_again:
         print("  NOT IDEMPOTENT: the second run changed something", file=sys.stderr)
         return 1

@@ -90,8 +90,14 @@ MODEL = {
 ENGINE = {"name": "sglang", "other_gpu_services": ["twin-tts.service"]}
 DEMO_HOSTS: dict[str, dict] = {
     # reboots when a change needs it
-    "spark-a": {"allow_reboot": True, "reboot_timeout": 120, "sysfs_root": TWIN_SYSFS,
-                "qsfp": qsfp_plan(1), **MODEL, "engine": ENGINE},
+    "spark-a": {
+        "allow_reboot": True,
+        "reboot_timeout": 120,
+        "sysfs_root": TWIN_SYSFS,
+        "qsfp": qsfp_plan(1),
+        **MODEL,
+        "engine": ENGINE,
+    },
     # may not reboot: the run ends with a pending-reboot notice
     "spark-b": {"sysfs_root": TWIN_SYSFS, "qsfp": qsfp_plan(2), **MODEL, "engine": ENGINE},
 }
@@ -102,9 +108,7 @@ class HarnessError(RuntimeError):
 
 
 def run(*args: str, check: bool = True, capture: bool = True, input: str | None = None):
-    result = subprocess.run(
-        list(args), check=False, text=True, capture_output=capture, input=input
-    )
+    result = subprocess.run(list(args), check=False, text=True, capture_output=capture, input=input)
     if check and result.returncode != 0:
         detail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-25:])
         raise HarnessError(f"{' '.join(args)} failed ({result.returncode}): {detail}")
@@ -256,8 +260,9 @@ def build_base(mirror: str, suite: str) -> str:
         print(f"twins: debootstrap {suite} from {mirror} (about a minute, once)", flush=True)
         run("debootstrap", "--variant=minbase", suite, str(rootfs), mirror)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "-", tag], stdin=tar.stdout, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["docker", "import", "-", tag], stdin=tar.stdout, check=True, capture_output=True
+        )
         tar.wait()
     return tag
 
@@ -292,8 +297,7 @@ class Twin:
 
     def exec(self, command: str, check: bool = True, input: str | None = None):
         """Run a shell command inside the twin as root (the harness's back door)."""
-        return docker("exec", "-i", self.container, "sh", "-c", command, check=check,
-                      input=input)
+        return docker("exec", "-i", self.container, "sh", "-c", command, check=check, input=input)
 
     def read(self, path: str) -> str | None:
         result = self.exec(f"cat {path}", check=False)
@@ -392,21 +396,38 @@ def run_container(name: str, container: str, image: str) -> int:
         port = free_port(published_ports())
         try:
             docker(
-                "run", "-d", "--name", container, "--hostname", name,
-                "--label", f"{NAMESPACE_LABEL}={namespace()}",
-                "--label", f"{CHECKOUT_LABEL}={ROOT}",
-                "--restart", "always",
-                "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN",
-                "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run",
-                "--tmpfs", "/run/lock",
-                "-p", f"127.0.0.1:{port}:22", image, "/sbin/init",
+                "run",
+                "-d",
+                "--name",
+                container,
+                "--hostname",
+                name,
+                "--label",
+                f"{NAMESPACE_LABEL}={namespace()}",
+                "--label",
+                f"{CHECKOUT_LABEL}={ROOT}",
+                "--restart",
+                "always",
+                "--cap-add",
+                "NET_ADMIN",
+                "--cap-add",
+                "SYS_ADMIN",
+                "-v",
+                "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+                "--tmpfs",
+                "/run",
+                "--tmpfs",
+                "/run/lock",
+                "-p",
+                f"127.0.0.1:{port}:22",
+                image,
+                "/sbin/init",
             )
             return port
         except HarnessError as error:
             if not PORT_TAKEN.search(str(error)):
                 raise
-            print(f"twins: port {port} was taken before {name} bound it; another port",
-                  flush=True)
+            print(f"twins: port {port} was taken before {name} bound it; another port", flush=True)
             docker("rm", "-f", container, check=False)
     raise HarnessError(f"{name}: no free SSH port after {PORT_ATTEMPTS} attempts")
 
@@ -440,8 +461,23 @@ def link_cable(a: Twin, b: Twin) -> None:
     its final name, as a udev-named port on a Spark (a port renamed after it appeared would
     first get NetworkManager's default DHCP profile)."""
     for ifname in RAILS:
-        run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "add", ifname, "type", "veth",
-            "peer", "name", ifname, "netns", str(b.pid))
+        run(
+            "nsenter",
+            "-t",
+            str(a.pid),
+            "-n",
+            "ip",
+            "link",
+            "add",
+            ifname,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            ifname,
+            "netns",
+            str(b.pid),
+        )
         for twin in (a, b):
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
 
@@ -465,8 +501,9 @@ def replug_cable(a: Twin, b: Twin) -> None:
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
     link_cable(a, b)
     for twin in (a, b):
-        wait_for(lambda twin=twin: rails_connected(twin), f"{twin.name}'s QSFP rails to come back",
-                 60)
+        wait_for(
+            lambda twin=twin: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60
+        )
 
 
 def known_hosts(twins: list[Twin]) -> Path:
@@ -488,9 +525,7 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
             "hf_token_env": TWIN_TOKEN_ENV,
             **(defaults or {}),
         },
-        "sparks": {
-            t.name: {"ssh_host": "127.0.0.1", "ssh_port": t.port, **t.data} for t in twins
-        },
+        "sparks": {t.name: {"ssh_host": "127.0.0.1", "ssh_port": t.port, **t.data} for t in twins},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     header = "# Written by tests/twins/harness.py for the local Spark twins; do not edit.\n"

@@ -57,8 +57,9 @@ class DeployRun:
         return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
 
 
-def run_deploy(inventory: Path, *extra: str, env: dict[str, str] | None = None,
-               deploy: str = "deploy.py") -> DeployRun:
+def run_deploy(
+    inventory: Path, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
+) -> DeployRun:
     """`pyinfra -y --json -vv inventory.py deploy.py` against the given inventory file."""
     command = [str(PYINFRA), "-y", "--json", "-vv", "inventory.py", deploy, *extra]
     environment = {**os.environ, "SPARK_INVENTORY": str(inventory), **(env or {})}

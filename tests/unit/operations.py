@@ -46,8 +46,12 @@ USER = "nvidia"
 def sparks(**hosts: dict[str, Any]) -> dict[str, Host]:
     """pyinfra hosts for these Sparks (name -> inventory keys; ssh_host and ssh_user are
     filled in), with the data ``inventory.py`` gives them, in one fresh run."""
-    document = {"sparks": {name: {"ssh_host": f"{name}.local", "ssh_user": USER, **keys}
-                           for name, keys in hosts.items()}}
+    document = {
+        "sparks": {
+            name: {"ssh_host": f"{name}.local", "ssh_user": USER, **keys}
+            for name, keys in hosts.items()
+        }
+    }
     planned = build_inventory(document, PATH)
     inventory = PyinfraInventory(([(name, data) for name, data in planned.pyinfra_hosts()], {}))
     State(inventory, Config())
@@ -61,8 +65,7 @@ def spark(**keys: Any) -> Host:
 
 def pair(**keys: Any) -> dict[str, Host]:
     """Two Sparks cabled rail to rail, as the twins have them, with the same keys."""
-    return sparks(**{f"spark-{node}": {"qsfp": harness.qsfp_plan(node), **keys}
-                     for node in (1, 2)})
+    return sparks(**{f"spark-{node}": {"qsfp": harness.qsfp_plan(node), **keys} for node in (1, 2)})
 
 
 def given(host: Host, fact: type, value: Any) -> None:
@@ -85,8 +88,9 @@ def _text(command: Any, outcome: Outcome) -> str:
         return command.get_raw_value()
     if isinstance(command, FileUploadCommand):
         source = command.src
-        outcome.uploads[command.dest] = source.getvalue() if isinstance(source, io.StringIO) \
-            else str(source)
+        outcome.uploads[command.dest] = (
+            source.getvalue() if isinstance(source, io.StringIO) else str(source)
+        )
         return f"upload {command.dest}"
     if isinstance(command, FunctionCommand):
         outcome.callbacks.append(command)
@@ -94,14 +98,18 @@ def _text(command: Any, outcome: Outcome) -> str:
     raise TypeError(f"unexpected command {command!r}")
 
 
-def run(operation: PyinfraOperation[...], host: Host, limit: int | None = None,
-        **arguments: Any) -> Outcome:
+def run(
+    operation: PyinfraOperation[...], host: Host, limit: int | None = None, **arguments: Any
+) -> Outcome:
     """What ``operation(**arguments)`` yields on ``host`` at planning, given its facts (only
     its first ``limit`` commands, when given)."""
     outcome = Outcome()
     noops: list[str] = []
-    with ctx_state.use(host.state), ctx_host.use(host), \
-            mock.patch.object(host, "noop", noops.append):
+    with (
+        ctx_state.use(host.state),
+        ctx_host.use(host),
+        mock.patch.object(host, "noop", noops.append),
+    ):
         yielded = itertools.islice(operation._inner(**arguments), limit)
         commands = [_text(command, outcome) for command in yielded]
     outcome.commands = commands
@@ -126,8 +134,9 @@ def preflight(**changes: Any) -> Preflight:
     return replace(PREFLIGHT, **changes)
 
 
-def file_state(content: str, mode: str = "644", user: str = "root",
-               group: str = "root") -> FileState:
+def file_state(
+    content: str, mode: str = "644", user: str = "root", group: str = "root"
+) -> FileState:
     from sparkdeploy.deploys.managed import digest
 
     return FileState(digest(content), mode, user, group)

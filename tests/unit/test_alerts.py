@@ -30,20 +30,27 @@ PROMTOOL_PACKAGE = "prometheus"  # Debian/Ubuntu: promtool ships in it (19 MB, ~
 
 
 def plan(engine: dict, draft: bool = True):
-    keys = {"ssh_host": "a", "ssh_user": "nvidia", "engine": engine,
-            "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
-            "model_base_repo": "mistralai/Mistral-Small-4-119B-2603"}
+    keys = {
+        "ssh_host": "a",
+        "ssh_user": "nvidia",
+        "engine": engine,
+        "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
+        "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
+    }
     if draft:
         keys["draft_model_repo"] = "mistralai/Mistral-Small-4-119B-2603-eagle"
     return build_inventory({"sparks": {"spark-1": keys}}, "inventory/sparks.yml").engine_plans[
-        "spark-1"]
+        "spark-1"
+    ]
 
 
 def rendered(engine: dict, draft: bool = True) -> tuple[str, str]:
     made = plan({**engine, "alerts": True}, draft)
     values = template_values(made.alerts, made.unit, made.port, "spark-1")
-    return (render("prometheus-rules.yml.j2", alerts=values),
-            render("prometheus-scrape.yml.j2", alerts=values))
+    return (
+        render("prometheus-rules.yml.j2", alerts=values),
+        render("prometheus-scrape.yml.j2", alerts=values),
+    )
 
 
 CASES = {
@@ -62,7 +69,8 @@ def test_alerts_are_off_by_default_and_sglang_then_serves_metrics():
     assert on.alerts.speculative and (on.alerts.threshold, on.alerts.window) == (0.15, "15m")
     assert [f.path for f in engine_files(on)][-2:] == [
         "/etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml",
-        "/etc/spark-deploy/prometheus/spark-engine-sglang.scrape.yml"]
+        "/etc/spark-deploy/prometheus/spark-engine-sglang.scrape.yml",
+    ]
     assert not plan({"name": "sglang", "alerts": True}, draft=False).alerts.speculative
 
 
@@ -103,14 +111,17 @@ def test_no_accept_rate_rule_without_speculative_decoding():
     assert [rule["alert"] for rule in group["rules"]] == ["SparkEngineDown"]
 
 
-@pytest.mark.parametrize("engine,version", [
-    (engine, version) for engine, entry in metrics().items() for version in entry["versions"]
-])
+@pytest.mark.parametrize(
+    "engine,version",
+    [(engine, version) for engine, entry in metrics().items() for version in entry["versions"]],
+)
 def test_metric_names_are_declared_in_the_pinned_wheel(engine, version):
     wheel = find_wheel(engine, version, DEFAULT_WHEEL_DIR)
     if wheel is None:
-        pytest.skip(f"no {engine} {version} wheel in {DEFAULT_WHEEL_DIR}; fetch it with "
-                    f"`python -m tools.catalogue {engine} {version}`")
+        pytest.skip(
+            f"no {engine} {version} wheel in {DEFAULT_WHEEL_DIR}; fetch it with "
+            f"`python -m tools.catalogue {engine} {version}`"
+        )
     entry = metrics()[engine]
     with zipfile.ZipFile(wheel) as archive:
         source = archive.read(entry["source"]).decode()
@@ -122,13 +133,19 @@ def promtool() -> str:
     """promtool, installed from the distribution when missing and possible, else a skip."""
     found = shutil.which("promtool")
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-q", "--no-install-recommends",
-                        PROMTOOL_PACKAGE], capture_output=True, check=False, timeout=300,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", PROMTOOL_PACKAGE],
+            capture_output=True,
+            check=False,
+            timeout=300,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
         found = shutil.which("promtool")
     if found is None:
-        pytest.skip(f"promtool not found and not installable here: install the Debian/Ubuntu "
-                    f"package `{PROMTOOL_PACKAGE}` to check the rules with it")
+        pytest.skip(
+            f"promtool not found and not installable here: install the Debian/Ubuntu "
+            f"package `{PROMTOOL_PACKAGE}` to check the rules with it"
+        )
     return found
 
 
@@ -177,6 +194,7 @@ def test_promtool_accepts_rules_and_scrape_config(case, tmp_path: Path):
         assert done.returncode == 0, done.stdout + done.stderr
     if case == "sglang":
         (tmp_path / "test.yml").write_text(ACCEPT_RATE_TEST)
-        done = subprocess.run([tool, "test", "rules", "test.yml"], cwd=tmp_path,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [tool, "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stdout + done.stderr

@@ -55,17 +55,30 @@ def facts_output(*units: tuple[str, dict[str, str], str]) -> list[str]:
     return lines
 
 
-FAILED = {"LoadState": "loaded", "ActiveState": "activating", "SubState": "auto-restart",
-          "Result": "exit-code", "ExecMainStatus": "137", "NRestarts": "2",
-          "StateChangeTimestamp": "Tue 2026-03-24 10:15:16 UTC"}
-RUNNING = {"LoadState": "loaded", "ActiveState": "active", "SubState": "running",
-           "Result": "success", "ExecMainStatus": "0", "NRestarts": "0",
-           "StateChangeTimestamp": "Tue 2026-03-24 10:11:57 UTC"}
+FAILED = {
+    "LoadState": "loaded",
+    "ActiveState": "activating",
+    "SubState": "auto-restart",
+    "Result": "exit-code",
+    "ExecMainStatus": "137",
+    "NRestarts": "2",
+    "StateChangeTimestamp": "Tue 2026-03-24 10:15:16 UTC",
+}
+RUNNING = {
+    "LoadState": "loaded",
+    "ActiveState": "active",
+    "SubState": "running",
+    "Result": "success",
+    "ExecMainStatus": "0",
+    "NRestarts": "0",
+    "StateChangeTimestamp": "Tue 2026-03-24 10:11:57 UTC",
+}
 
 
 def test_one_command_reads_every_unit_of_the_plan():
-    command = EngineJournals().command(units=(UNIT, "spark-engine-sglang-worker.service"),
-                                       lines=300)
+    command = EngineJournals().command(
+        units=(UNIT, "spark-engine-sglang-worker.service"), lines=300
+    )
     assert command.count("journalctl -u ") == 2
     assert "journalctl -u spark-engine-sglang.service -n 300 --no-pager -q -o cat" in command
     assert "systemctl show spark-engine-sglang-worker.service -p LoadState," in command
@@ -74,23 +87,37 @@ def test_one_command_reads_every_unit_of_the_plan():
 
 def test_fact_splits_units_state_and_journal_lines():
     log = journal("sglang-gloo-loopback")
-    found = EngineJournals().process(facts_output(
-        (UNIT, FAILED, log), ("spark-engine-vllm.service", {"LoadState": "not-found"}, "")))
+    found = EngineJournals().process(
+        facts_output(
+            (UNIT, FAILED, log), ("spark-engine-vllm.service", {"LoadState": "not-found"}, "")
+        )
+    )
     first, second = found
     assert first == UnitJournal(UNIT, FAILED, tuple(log.splitlines()))
-    assert first.summary() == ("activating (auto-restart, exit-code, exit status 137) since "
-                               "Tue 2026-03-24 10:15:16 UTC, 2 restarts")
+    assert first.summary() == (
+        "activating (auto-restart, exit-code, exit status 137) since "
+        "Tue 2026-03-24 10:15:16 UTC, 2 restarts"
+    )
     assert not second.installed and second.lines == ()
 
 
 def test_report_names_rule_cause_and_fix():
-    level, text = report(UnitJournal(UNIT, FAILED, tuple(
-        journal("sglang-flashinfer-invalid-device-function").splitlines())))
+    level, text = report(
+        UnitJournal(
+            UNIT, FAILED, tuple(journal("sglang-flashinfer-invalid-device-function").splitlines())
+        )
+    )
     assert level == logging.WARNING
     lines = text.splitlines()
     assert lines[0].startswith(f"{UNIT}: activating (auto-restart, exit-code")
-    assert lines[2].split() == ["rule", "id", "flashinfer-invalid-device-function", "(GB10",
-                                "rule", "sglang-flashinfer-attention)"]
+    assert lines[2].split() == [
+        "rule",
+        "id",
+        "flashinfer-invalid-device-function",
+        "(GB10",
+        "rule",
+        "sglang-flashinfer-attention)",
+    ]
     assert lines[3].endswith("RuntimeError: CUDA error: invalid device function")
     assert "cause" in lines[4] and "no kernels" in lines[4]
     assert "fix" in lines[5] and "--attention-backend triton" in lines[5]
@@ -101,8 +128,9 @@ def test_report_of_a_clean_journal_says_so_and_shows_the_last_lines():
     level, text = report(UnitJournal("spark-engine-vllm.service", RUNNING, tuple(log)))
     assert level == logging.INFO
     head, summary, *tail = text.splitlines()
-    assert head == ("spark-engine-vllm.service: active (running) since Tue 2026-03-24 "
-                    "10:11:57 UTC, 0 restarts")
+    assert head == (
+        "spark-engine-vllm.service: active (running) since Tue 2026-03-24 10:11:57 UTC, 0 restarts"
+    )
     assert summary.startswith(f"    no known GB10 failure signature in its last {len(log)} journal")
     assert tail == [f"        | {line}" for line in log[-TAIL_LINES:]]
 

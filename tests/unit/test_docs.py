@@ -55,8 +55,9 @@ def test_example_inventory_is_valid():
 
 def anchors(page: Path) -> set[str]:
     """The anchors GitHub gives a page's headings."""
-    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")),
-                          flags=re.MULTILINE)
+    headings = re.findall(
+        r"^#+ (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")), flags=re.MULTILINE
+    )
     return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
 
 

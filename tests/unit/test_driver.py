@@ -16,16 +16,22 @@ def host_state(lines=STATE_OUTPUT):
 
 def test_host_state_parses_every_section():
     state = host_state()
-    assert state.packages == {"nvidia-driver-580-open": "580.95.05-0ubuntu1",
-                              "python3-venv": "3.12.3-0ubuntu2"}
+    assert state.packages == {
+        "nvidia-driver-580-open": "580.95.05-0ubuntu1",
+        "python3-venv": "3.12.3-0ubuntu2",
+    }
     assert state.holds == {"nvidia-driver-580-open"}
     assert state.files["/etc/spark-deploy/hf.env"] == FileState(
-        "5d41402abc4b2a76b9719d911017c592", "644", "root", "root")
+        "5d41402abc4b2a76b9719d911017c592", "644", "root", "root"
+    )
     assert state.files["/usr/local/sbin/spark-memory-guard"] is None
     assert state.files["~/.cache/huggingface/token"].mode == "600"
     assert (state.gai_ipv4, state.hf_cli) == (True, "2.4.0")
-    assert (state.user_home, state.user_group, state.ssh_home) == ("/home/nvidia", "nvidia",
-                                                                   "/home/nvidia")
+    assert (state.user_home, state.user_group, state.ssh_home) == (
+        "/home/nvidia",
+        "nvidia",
+        "/home/nvidia",
+    )
     assert state.models["/opt/models/X"]["complete"] is True
 
 
@@ -63,6 +69,6 @@ def test_no_driver_package_is_refused():
 def test_branch_is_a_setting():
     state = host_state(["pkg nvidia-driver-590-open 590.44.01-0ubuntu1"])
     assert driver_refusals(state, facts(driver="590.44.01"), settings(driver_branch=590)) == []
-    assert driver_packages(host_state(["pkg nvidia-driver-580-server-open 1",
-                                       "pkg nvidia-driver-common 1"])) == {
-        "nvidia-driver-580-server-open": 580}
+    assert driver_packages(
+        host_state(["pkg nvidia-driver-580-server-open 1", "pkg nvidia-driver-common 1"])
+    ) == {"nvidia-driver-580-server-open": 580}

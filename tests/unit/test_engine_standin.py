@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 DOCKER = Path(__file__).resolve().parents[1] / "twins" / "standins" / "engine" / "docker"
-SGLANG = ("lmsysorg/sglang:spark", "python3", "-m", "sglang.launch_server", "--model-path", "/model")
+SGLANG = (
+    "lmsysorg/sglang:spark",
+    "python3",
+    "-m",
+    "sglang.launch_server",
+    "--model-path",
+    "/model",
+)
 VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # its entrypoint is `vllm serve`
 STARTUP_S = 0.5
 
@@ -35,18 +42,26 @@ class Docker:
         }
         self.model = tmp / "model"
         self.model.mkdir()
-        (self.model / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 8192}')
+        (self.model / "config.json").write_text(
+            '{"model_type": "llama", "max_position_embeddings": 8192}'
+        )
         (self.model / "tokenizer.json").write_text("{}")
         self.foreground: list[subprocess.Popen] = []
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(DOCKER), *args], env=self.env, capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            [str(DOCKER), *args], env=self.env, capture_output=True, text=True, timeout=60
+        )
 
     def start(self, *args: str) -> subprocess.Popen:
         """`docker run` in the foreground, as an engine unit runs it."""
-        process = subprocess.Popen([str(DOCKER), "run", *args], env=self.env, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(DOCKER), "run", *args],
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.foreground.append(process)
         return process
 
@@ -80,8 +95,9 @@ def free_port() -> int:
 
 def get(port: int, path: str, body: dict | None = None):
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=5) as reply:
         text = reply.read().decode()
         return json.loads(text) if reply.headers.get("Content-Type") == "application/json" else text
@@ -105,16 +121,37 @@ def refused(port: int) -> bool:
 
 def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
     port = free_port()
-    run = docker.start("--name", "eng-sglang", "--rm", "--network", "host", "--gpus", "all",
-                       "--ipc", "host", "--shm-size", "32g", "--ulimit", "memlock=-1",
-                       "-e", "HF_HUB_OFFLINE=1", *docker.mount(), *SGLANG,
-                       "--port", str(port), "--enable-metrics")
+    run = docker.start(
+        "--name",
+        "eng-sglang",
+        "--rm",
+        "--network",
+        "host",
+        "--gpus",
+        "all",
+        "--ipc",
+        "host",
+        "--shm-size",
+        "32g",
+        "--ulimit",
+        "memlock=-1",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        *docker.mount(),
+        *SGLANG,
+        "--port",
+        str(port),
+        "--enable-metrics",
+    )
     assert refused(port)  # still loading: nothing listens yet, as with the real server
     models = wait_serving(port)
     assert [m["id"] for m in models["data"]] == ["/model"]  # no served name: the model path
     assert models["data"][0]["owned_by"] == "sglang" and models["data"][0]["max_model_len"] == 8192
-    reply = get(port, "/v1/chat/completions",
-                {"model": "/model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+    reply = get(
+        port,
+        "/v1/chat/completions",
+        {"model": "/model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
+    )
     assert reply["object"] == "chat.completion"
     assert reply["choices"][0]["message"]["content"] == "OK"
     assert reply["choices"][0]["finish_reason"] == "length"
@@ -122,11 +159,17 @@ def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
     metrics = get(port, "/metrics")
     for name in ("sglang:num_running_reqs", "sglang:gen_throughput", "sglang:spec_accept_length"):
         assert f"# TYPE {name} gauge" in metrics
-    assert ('sglang:generation_tokens_total{model_name="/model",engine_type="unified",'
-            'is_streaming="false"} 1.0') in metrics
+    assert (
+        'sglang:generation_tokens_total{model_name="/model",engine_type="unified",'
+        'is_streaming="false"} 1.0'
+    ) in metrics
 
-    assert docker("inspect", "-f", "{{.State.Running}} {{.State.Status}} {{.Config.Image}}",
-                  "eng-sglang").stdout == "true running lmsysorg/sglang:spark\n"
+    assert (
+        docker(
+            "inspect", "-f", "{{.State.Running}} {{.State.Status}} {{.Config.Image}}", "eng-sglang"
+        ).stdout
+        == "true running lmsysorg/sglang:spark\n"
+    )
     pid = int(docker("inspect", "-f", "{{.State.Pid}}", "eng-sglang").stdout)
     env = json.loads(docker("inspect", "-f", "{{json .Config.Env}}", "eng-sglang").stdout)
     assert "HF_HUB_OFFLINE=1" in env and pid > 0
@@ -143,43 +186,75 @@ def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
 
 def test_detached_vllm_from_its_image_entrypoint_then_kill_and_rm(docker):
     port = free_port()
-    started = docker("run", "-d", "--name", "eng-vllm", "--network", "host", "-p", f"{port}:{port}",
-                     *docker.mount(), VLLM_IMAGE, "/model", "--port", str(port),
-                     "--served-model-name", "mistral-small", "--speculative-config", '{"method": "eagle"}')
+    started = docker(
+        "run",
+        "-d",
+        "--name",
+        "eng-vllm",
+        "--network",
+        "host",
+        "-p",
+        f"{port}:{port}",
+        *docker.mount(),
+        VLLM_IMAGE,
+        "/model",
+        "--port",
+        str(port),
+        "--served-model-name",
+        "mistral-small",
+        "--speculative-config",
+        '{"method": "eagle"}',
+    )
     assert started.returncode == 0, started.stderr
     assert len(started.stdout.strip()) == 64
     assert "WARNING: Published ports are discarded when using host network mode" in started.stderr
     assert [m["id"] for m in wait_serving(port)["data"]] == ["mistral-small"]
-    missing = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                     data=b'{"model": "other", "messages": []}')
+    missing = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions", data=b'{"model": "other", "messages": []}'
+    )
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(missing, timeout=5)
     assert error.value.code == 404
     metrics = get(port, "/metrics")
     assert 'vllm:num_requests_running{model_name="mistral-small",engine="0"} 0.0' in metrics
     assert "vllm:spec_decode_num_accepted_tokens_total" in metrics
-    assert docker("ps", "--filter", "name=eng-vllm", "--format", "{{.Names}}").stdout == "eng-vllm\n"
+    assert (
+        docker("ps", "--filter", "name=eng-vllm", "--format", "{{.Names}}").stdout == "eng-vllm\n"
+    )
     assert "Application startup complete." in docker("logs", "eng-vllm").stdout
 
     refusal = docker("rm", "eng-vllm")
     assert refusal.returncode == 1
-    assert refusal.stderr == ('Error response from daemon: cannot remove container "/eng-vllm": '
-                              "container is running: stop the container before removing or force remove\n")
+    assert refusal.stderr == (
+        'Error response from daemon: cannot remove container "/eng-vllm": '
+        "container is running: stop the container before removing or force remove\n"
+    )
     assert docker("kill", "eng-vllm").returncode == 0  # SIGKILL
-    assert docker("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", "eng-vllm").stdout == "exited 137\n"
+    assert (
+        docker("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", "eng-vllm").stdout
+        == "exited 137\n"
+    )
     assert docker.names()[0].startswith("eng-vllm Exited (137) ")
     assert refused(port)
     assert docker("rm", "eng-vllm").stdout == "eng-vllm\n"
     gone = docker("rm", "eng-vllm")
-    assert (gone.returncode, gone.stderr) == (1, "Error response from daemon: No such container: eng-vllm\n")
+    assert (gone.returncode, gone.stderr) == (
+        1,
+        "Error response from daemon: No such container: eng-vllm\n",
+    )
     inspect = docker("inspect", "eng-vllm")
-    assert (inspect.returncode, inspect.stdout, inspect.stderr) == (1, "[]\n", "Error: No such object: eng-vllm\n")
+    assert (inspect.returncode, inspect.stdout, inspect.stderr) == (
+        1,
+        "[]\n",
+        "Error: No such object: eng-vllm\n",
+    )
 
 
 def test_rm_force_kills_a_running_container(docker):
     port = free_port()
-    run = docker.start("--name", "eng-force", "--network", "host", *docker.mount(), *SGLANG,
-                       "--port", str(port))
+    run = docker.start(
+        "--name", "eng-force", "--network", "host", *docker.mount(), *SGLANG, "--port", str(port)
+    )
     wait_serving(port)
     assert docker("rm", "-f", "eng-force").stdout == "eng-force\n"
     run.communicate(timeout=10)
@@ -188,7 +263,9 @@ def test_rm_force_kills_a_running_container(docker):
 
 
 def test_stop_kills_what_ignores_sigterm_after_the_timeout(docker):
-    docker("run", "-d", "--name", "eng-stubborn", "img:1", "sh", "-c", "trap '' TERM; sleep 60 & wait")
+    docker(
+        "run", "-d", "--name", "eng-stubborn", "img:1", "sh", "-c", "trap '' TERM; sleep 60 & wait"
+    )
     time.sleep(0.3)
     began = time.monotonic()
     assert docker("stop", "-t", "1", "eng-stubborn").returncode == 0
@@ -199,8 +276,10 @@ def test_stop_kills_what_ignores_sigterm_after_the_timeout(docker):
 def test_rm_with_restart_always_is_refused(docker):
     done = docker("run", "--rm", "--restart", "always", *docker.mount(), *SGLANG)
     assert done.returncode == 125
-    assert done.stderr == ("docker: conflicting options: cannot specify both --restart and --rm\n\n"
-                           "Run 'docker run --help' for more information\n")
+    assert done.stderr == (
+        "docker: conflicting options: cannot specify both --restart and --rm\n\n"
+        "Run 'docker run --help' for more information\n"
+    )
     assert docker.names() == []
 
 
@@ -211,7 +290,8 @@ def test_a_name_in_use_is_a_conflict(docker):
     assert done.returncode == 125
     assert done.stderr.startswith(
         f'docker: Error response from daemon: Conflict. The container name "/eng-taken" is already '
-        f'in use by container "{holder}". You have to remove (or rename) that container')
+        f'in use by container "{holder}". You have to remove (or rename) that container'
+    )
 
 
 def test_unknown_flag_and_unknown_image_tag(docker):
@@ -223,15 +303,24 @@ def test_unknown_flag_and_unknown_image_tag(docker):
     assert done.stderr.splitlines()[:2] == [
         "Unable to find image 'lmsysorg/sglang:v9.9.9' locally",
         "docker: Error response from daemon: manifest for lmsysorg/sglang:v9.9.9 not found: "
-        "manifest unknown: manifest unknown"]
+        "manifest unknown: manifest unknown",
+    ]
     assert docker("pull", "lmsysorg/sglang:v9.9.9").returncode == 1
-    assert docker("pull", "-q", "lmsysorg/sglang:spark").stdout == "docker.io/lmsysorg/sglang:spark\n"
+    assert (
+        docker("pull", "-q", "lmsysorg/sglang:spark").stdout == "docker.io/lmsysorg/sglang:spark\n"
+    )
 
 
-@pytest.mark.parametrize("missing, error", [
-    ("tokenizer.json", "KeyError: 'tokenizer.json'"),
-    ("config.json", "ValueError: Unrecognized model in /model. Should have a `model_type` key in its config.json."),
-])
+@pytest.mark.parametrize(
+    "missing, error",
+    [
+        ("tokenizer.json", "KeyError: 'tokenizer.json'"),
+        (
+            "config.json",
+            "ValueError: Unrecognized model in /model. Should have a `model_type` key in its config.json.",
+        ),
+    ],
+)
 def test_sglang_refuses_an_incomplete_model_folder(docker, missing, error):
     (docker.model / missing).unlink()
     done = docker("run", "--rm", *docker.mount(), *SGLANG)
@@ -244,10 +333,15 @@ def test_vllm_without_config_and_repeated_entrypoint(docker):
     (docker.model / "config.json").unlink()
     done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "/model")
     assert done.returncode == 1
-    assert "ValueError: Invalid repository ID or local directory specified: '/model'." in done.stdout
+    assert (
+        "ValueError: Invalid repository ID or local directory specified: '/model'." in done.stdout
+    )
     # `vllm serve` again after the image's own entrypoint: vLLM's argparse refuses it
     done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "vllm", "serve", "/model")
-    assert (done.returncode, done.stdout) == (2, "vllm: error: unrecognized arguments: serve /model\n")
+    assert (done.returncode, done.stdout) == (
+        2,
+        "vllm: error: unrecognized arguments: serve /model\n",
+    )
 
 
 def test_injected_failure_is_printed_and_exits_1(docker):

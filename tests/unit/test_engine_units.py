@@ -13,8 +13,10 @@ from sparkdeploy.inventory import build_inventory
 from sparkdeploy.render import render
 
 PAIR_QSFP = [
-    [{"interface": "enp1s0f0np0", "address": f"192.168.100.{n}/24"},
-     {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{n}/24"}]
+    [
+        {"interface": "enp1s0f0np0", "address": f"192.168.100.{n}/24"},
+        {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{n}/24"},
+    ]
     for n in (1, 2)
 ]
 
@@ -23,13 +25,19 @@ def inventory(engine: dict, pair: bool = False):
     sparks: dict[str, dict[str, Any]] = {"s1": {"ssh_host": "a"}}
     if pair:
         sparks = {f"s{n}": {"ssh_host": f"h{n}", "qsfp": PAIR_QSFP[n - 1]} for n in (1, 2)}
-    return build_inventory({
-        "defaults": {"ssh_user": "nvidia", "engine": engine,
-                     "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
-                     "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
-                     "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle"},
-        "sparks": sparks,
-    }, "inventory/sparks.yml")
+    return build_inventory(
+        {
+            "defaults": {
+                "ssh_user": "nvidia",
+                "engine": engine,
+                "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
+                "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
+                "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle",
+            },
+            "sparks": sparks,
+        },
+        "inventory/sparks.yml",
+    )
 
 
 def exec_start(unit: str) -> list[str]:
@@ -48,8 +56,10 @@ def units(name: str, engine: dict, pair: bool = False) -> dict[str, str]:
     """Every unit of Spark ``name``'s plan, by unit name."""
     inv = inventory(engine, pair)
     plan = inv.engine_plans[name]
-    return {service.unit: unit_text(plan, service, inv.sparks[name], "/etc/x.env")
-            for service in plan.services}
+    return {
+        service.unit: unit_text(plan, service, inv.sparks[name], "/etc/x.env")
+        for service in plan.services
+    }
 
 
 def directive(unit: str, key: str) -> list[str]:
@@ -62,16 +72,18 @@ def test_sglang_single_node_unit():
     assert words[:3] == ["/usr/bin/docker", "run", "--name"]
     assert "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a" in words
     image = words.index("lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a")
-    assert words[image + 1:image + 4] == ["python3", "-m", "sglang.launch_server"]
+    assert words[image + 1 : image + 4] == ["python3", "-m", "sglang.launch_server"]
     assert "--rm" not in words and "--restart" not in words and "-d" not in words
     assert words[words.index("--attention-backend") + 1] == "triton"
     assert words[words.index("--speculative-eagle-topk") + 1] == "1"
     assert words[words.index("--host") + 1] == "127.0.0.1"
     assert "--nnodes" not in words and "EnvironmentFile=/etc/spark-deploy/nccl.env" not in unit
     assert "ExecStartPre=/usr/local/sbin/spark-memory-guard 70 300" in unit
-    assert ("ExecStartPre=/usr/local/sbin/spark-model-check --verify "
-            "/opt/models/Mistral-Small-4-119B-2603-NVFP4 "
-            "mistralai/Mistral-Small-4-119B-2603-NVFP4@main 1") in unit
+    assert (
+        "ExecStartPre=/usr/local/sbin/spark-model-check --verify "
+        "/opt/models/Mistral-Small-4-119B-2603-NVFP4 "
+        "mistralai/Mistral-Small-4-119B-2603-NVFP4@main 1"
+    ) in unit
     assert "ExecStopPost=-/usr/local/sbin/spark-memory-guard 70 300" in unit
     assert "ExecStartPre=-/usr/bin/docker rm -f spark-engine-sglang" in unit
     assert "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
@@ -111,20 +123,35 @@ def test_vllm_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
 
     ray_head = exec_start(head["spark-engine-vllm-ray-head.service"])
     image = ray_head.index("vllm/vllm-openai:v0.33.0")
-    assert ray_head[image - 2:image] == ["--entrypoint", "ray"]
-    assert ray_head[image + 1:] == ["start", "--head", "--port", "6379", "--node-ip-address",
-                                    "192.168.100.1", "--disable-usage-stats", "--block"]
+    assert ray_head[image - 2 : image] == ["--entrypoint", "ray"]
+    assert ray_head[image + 1 :] == [
+        "start",
+        "--head",
+        "--port",
+        "6379",
+        "--node-ip-address",
+        "192.168.100.1",
+        "--disable-usage-stats",
+        "--block",
+    ]
     assert "/etc/spark-deploy/nccl.env" in ray_head
     assert "-v" in ray_head  # the model folders: Ray's vLLM workers load from them
 
     ray_worker_unit = worker["spark-engine-vllm-ray-worker.service"]
     ray_worker = exec_start(ray_worker_unit)
     image = ray_worker.index("vllm/vllm-openai:v0.33.0")
-    assert ray_worker[image + 1:] == ["start", "--address", "192.168.100.1:6379",
-                                      "--node-ip-address", "192.168.100.2",
-                                      "--disable-usage-stats", "--block"]
-    assert ("/usr/local/sbin/spark-ray-wait --address 192.168.100.1:6379 --timeout 600"
-            in directive(ray_worker_unit, "ExecStartPre"))
+    assert ray_worker[image + 1 :] == [
+        "start",
+        "--address",
+        "192.168.100.1:6379",
+        "--node-ip-address",
+        "192.168.100.2",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    assert "/usr/local/sbin/spark-ray-wait --address 192.168.100.1:6379 --timeout 600" in directive(
+        ray_worker_unit, "ExecStartPre"
+    )
     assert "--tensor-parallel-size" not in ray_worker  # the worker runs no server
 
     server_unit = head["spark-engine-vllm.service"]
@@ -135,8 +162,10 @@ def test_vllm_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
     assert server[server.index("--distributed-executor-backend") + 1] == "ray"
     assert directive(server_unit, "BindsTo") == ["spark-engine-vllm-ray-head.service"]
     assert "spark-engine-vllm-ray-head.service" in directive(server_unit, "After")[0]
-    assert ("/usr/local/sbin/spark-ray-wait --container spark-engine-vllm-ray-head --gpus 2 "
-            "--timeout 600") in directive(server_unit, "ExecStartPre")
+    assert (
+        "/usr/local/sbin/spark-ray-wait --container spark-engine-vllm-ray-head --gpus 2 "
+        "--timeout 600"
+    ) in directive(server_unit, "ExecStartPre")
     # no container of its own: nothing to remove before start, the stop signals its pid
     assert not any("docker rm" in line for line in directive(server_unit, "ExecStartPre"))
     [stop] = directive(server_unit, "ExecStop")
@@ -160,6 +189,7 @@ def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
 
 def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
     from sparkdeploy.config.paths import engine_files
+
     inv = inventory({"name": "vllm"}, pair=True)
     assert [file.path for file in engine_files(inv.engine_plans["s1"])] == [
         "/etc/spark-deploy/spark-engine-vllm.env",
@@ -169,24 +199,33 @@ def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
         "/etc/sudoers.d/spark-deploy-spark-engine-vllm",
     ]
     assert inv.engine_plans["s1"].units == (
-        "spark-engine-vllm.service", "spark-engine-vllm-ray-head.service")
+        "spark-engine-vllm.service",
+        "spark-engine-vllm-ray-head.service",
+    )
     assert inv.engine_plans["s2"].units == ("spark-engine-vllm-ray-worker.service",)
     assert not inv.engine_plans["s2"].serves_api
 
 
-@pytest.mark.parametrize("word, expected", [
-    ("plain", "plain"),
-    ('{"a": 1}', '"{\\"a\\": 1}"'),
-    ("100%", "100%%"),
-    ("$HOME", "$$HOME"),
-])
+@pytest.mark.parametrize(
+    "word, expected",
+    [
+        ("plain", "plain"),
+        ('{"a": 1}', '"{\\"a\\": 1}"'),
+        ("100%", "100%%"),
+        ("$HOME", "$$HOME"),
+    ],
+)
 def test_systemd_words(word, expected):
     assert systemd_word(word) == expected
 
 
 def test_sudoers_grants_exactly_four_verbs_of_one_unit():
-    text = render("engine-sudoers.j2", user="ops", unit="spark-engine-sglang.service",
-                  unit_base="spark-engine-sglang")
+    text = render(
+        "engine-sudoers.j2",
+        user="ops",
+        unit="spark-engine-sglang.service",
+        unit_base="spark-engine-sglang",
+    )
     [rule] = [line for line in text.splitlines() if line and not line.startswith("#")]
     user, grant = rule.split(" ALL=(root) NOPASSWD: ")
     assert user == "ops"
@@ -195,4 +234,6 @@ def test_sudoers_grants_exactly_four_verbs_of_one_unit():
     verbs = {command.split()[1] for command in commands}
     assert verbs == {"start", "stop", "restart", "status"}
     assert {command.split()[2] for command in commands} == {
-        "spark-engine-sglang.service", "spark-engine-sglang"}
+        "spark-engine-sglang.service",
+        "spark-engine-sglang",
+    }

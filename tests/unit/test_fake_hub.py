@@ -70,12 +70,19 @@ class StandIn:
 
     def content_gets(self, since: int) -> list[str]:
         """Targets of the GETs since `since` that carried file content (Hub resolve or CDN)."""
-        return [t for r, m, t, _, _ in self.requests(since) if m == "GET" and (r == "cdn" or "/resolve/" in t)]
+        return [
+            t
+            for r, m, t, _, _ in self.requests(since)
+            if m == "GET" and (r == "cdn" or "/resolve/" in t)
+        ]
 
     def repo_files(self, repo_id: str) -> dict[str, bytes]:
         folder = self.root / repo_id
-        return {p.relative_to(folder).as_posix(): p.read_bytes()
-                for p in folder.rglob("*") if p.is_file() and p.name != ".gated"}
+        return {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in folder.rglob("*")
+            if p.is_file() and p.name != ".gated"
+        }
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +100,22 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIn]:
     write(root / SCRATCH / "config.json", '{"v": 1}\n')
     log = base / "requests.log"
     server = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(STANDIN / "fake_hub.py"), "--root", str(root),
-         "--port", "0", "--log", str(log), "--page-size", "4"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(STANDIN / "fake_hub.py"),
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--log",
+            str(log),
+            "--page-size",
+            "4",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         ready = server.stdout.readline() if server.stdout else ""
@@ -116,33 +136,69 @@ def write(path: Path, content: str | bytes) -> None:
     path.write_bytes(content.encode() if isinstance(content, str) else content)
 
 
-def snapshot(hub: StandIn, repo_id: str, local_dir: Path, token: str | bool = False, **options: Any) -> Path:
+def snapshot(
+    hub: StandIn, repo_id: str, local_dir: Path, token: str | bool = False, **options: Any
+) -> Path:
     """snapshot_download to `local_dir` from the stand-in, with the token given (none by default)."""
-    return Path(snapshot_download(repo_id, local_dir=local_dir, cache_dir=hub.home / "cache",
-                                  endpoint=hub.url, token=token, **options))
+    return Path(
+        snapshot_download(
+            repo_id,
+            local_dir=local_dir,
+            cache_dir=hub.home / "cache",
+            endpoint=hub.url,
+            token=token,
+            **options,
+        )
+    )
 
 
-def download(hub: StandIn, repo_id: str, filename: str, local_dir: Path,
-             token: str | bool = False, **options: Any) -> Path:
+def download(
+    hub: StandIn,
+    repo_id: str,
+    filename: str,
+    local_dir: Path,
+    token: str | bool = False,
+    **options: Any,
+) -> Path:
     """hf_hub_download of one file to `local_dir` from the stand-in."""
-    return Path(hf_hub_download(repo_id, filename, local_dir=local_dir, cache_dir=hub.home / "cache",
-                                endpoint=hub.url, token=token, **options))
+    return Path(
+        hf_hub_download(
+            repo_id,
+            filename,
+            local_dir=local_dir,
+            cache_dir=hub.home / "cache",
+            endpoint=hub.url,
+            token=token,
+            **options,
+        )
+    )
 
 
 def hf(hub: StandIn, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
     """The `hf` console script, with the environment the deploy gives it in a twin."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
-    env.update(HF_ENDPOINT=hub.url, HF_HUB_DISABLE_XET="1", HF_HOME=str(hub.home),
-               HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_UPDATE_CHECK="1", NO_COLOR="1")
+    env.update(
+        HF_ENDPOINT=hub.url,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(hub.home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_UPDATE_CHECK="1",
+        NO_COLOR="1",
+    )
     if token is not None:
         env["HF_TOKEN"] = token
-    return subprocess.run([str(HF_CLI), *args], check=False, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(HF_CLI), *args], check=False, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def local_files(folder: Path) -> dict[str, bytes]:
     """What a download left in `folder`, without the client's own .cache/ bookkeeping."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
-            if p.is_file() and p.relative_to(folder).parts[0] != ".cache"}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).parts[0] != ".cache"
+    }
 
 
 def raw(url: str, method: str = "GET", **headers: str) -> tuple[int, dict[str, str], bytes]:
@@ -150,7 +206,9 @@ def raw(url: str, method: str = "GET", **headers: str) -> tuple[int, dict[str, s
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.netloc, timeout=10)
     try:
-        connection.request(method, f"{parts.path}?{parts.query}" if parts.query else parts.path, headers=headers)
+        connection.request(
+            method, f"{parts.path}?{parts.query}" if parts.query else parts.path, headers=headers
+        )
         response = connection.getresponse()
         return response.status, dict(response.getheaders()), response.read()
     finally:
@@ -166,12 +224,18 @@ def test_snapshot_download_lands_every_file_with_its_bytes(hub: StandIn, tmp_pat
 
     expected = hub.repo_files(seed.NVFP4)
     assert local_files(folder) == expected
-    assert {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-            "model.safetensors.index.json", ".gitattributes"} <= set(expected)
+    assert {
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+        ".gitattributes",
+    } <= set(expected)
     assert "config.json" not in expected and "tokenizer.json" not in expected
     # LFS shards came from the CDN at signed URLs, everything else straight from the Hub.
     cdn = [(t, b) for r, m, t, s, b in hub.requests(mark) if r == "cdn" and m == "GET" and s == 200]
-    assert sorted(b for _, b in cdn) == sorted(len(v) for k, v in expected.items() if k.endswith(".safetensors"))
+    assert sorted(b for _, b in cdn) == sorted(
+        len(v) for k, v in expected.items() if k.endswith(".safetensors")
+    )
     assert all("Signature=" in t for t, _ in cdn)
 
 
@@ -183,10 +247,13 @@ def test_a_complete_local_dir_is_never_downloaded_again(hub: StandIn, tmp_path: 
 
     assert hub.content_gets(mark) == []
     assert [(m, t) for _, m, t, _, _ in hub.requests(mark)] == [
-        ("GET", f"/api/models/{seed.NVFP4}/revision/main")]
+        ("GET", f"/api/models/{seed.NVFP4}/revision/main")
+    ]
 
 
-def test_single_file_download_lands_and_is_only_checked_the_second_time(hub: StandIn, tmp_path: Path) -> None:
+def test_single_file_download_lands_and_is_only_checked_the_second_time(
+    hub: StandIn, tmp_path: Path
+) -> None:
     tokenizer = hub.repo_files(seed.BASE)["tokenizer.json"]  # an LFS file in the Mistral repos
     assert download(hub, seed.BASE, "tokenizer.json", tmp_path).read_bytes() == tokenizer
     mark = hub.mark()
@@ -198,12 +265,23 @@ def test_single_file_download_lands_and_is_only_checked_the_second_time(hub: Sta
 
 
 def test_cli_downloads_named_files_from_the_base_repo(hub: StandIn, tmp_path: Path) -> None:
-    result = hf(hub, "download", seed.BASE, "config.json", "tokenizer.json",
-                "--revision", "main", "--local-dir", str(tmp_path / "base"))
+    result = hf(
+        hub,
+        "download",
+        seed.BASE,
+        "config.json",
+        "tokenizer.json",
+        "--revision",
+        "main",
+        "--local-dir",
+        str(tmp_path / "base"),
+    )
 
     assert result.returncode == 0, result.stderr
     base = hub.repo_files(seed.BASE)
-    assert local_files(tmp_path / "base") == {name: base[name] for name in ("config.json", "tokenizer.json")}
+    assert local_files(tmp_path / "base") == {
+        name: base[name] for name in ("config.json", "tokenizer.json")
+    }
 
 
 def test_cli_downloads_a_whole_snapshot_once(hub: StandIn, tmp_path: Path) -> None:
@@ -217,14 +295,20 @@ def test_cli_downloads_a_whole_snapshot_once(hub: StandIn, tmp_path: Path) -> No
     assert hub.content_gets(mark) == []
 
 
-def test_subfolders_and_odd_names_download_and_list_across_pages(hub: StandIn, tmp_path: Path) -> None:
+def test_subfolders_and_odd_names_download_and_list_across_pages(
+    hub: StandIn, tmp_path: Path
+) -> None:
     mark = hub.mark()
     folder = snapshot(hub, NESTED, tmp_path / "nested")
 
     assert local_files(folder) == hub.repo_files(NESTED)
     assert any("cursor=" in t for _, _, t, _, _ in hub.requests(mark))  # 9 entries, pages of 4
     tree = list(HfApi(endpoint=hub.url, token=False).list_repo_tree(NESTED, recursive=True))
-    assert sorted(e.path for e in tree if isinstance(e, RepoFolder)) == ["other", "sub dir", "sub dir/deep"]
+    assert sorted(e.path for e in tree if isinstance(e, RepoFolder)) == [
+        "other",
+        "sub dir",
+        "sub dir/deep",
+    ]
     weights = next(e for e in tree if isinstance(e, RepoFile) and e.path.endswith(".safetensors"))
     content = (folder / weights.path).read_bytes()
     assert weights.lfs is not None and weights.lfs.sha256 == hashlib.sha256(content).hexdigest()
@@ -243,7 +327,9 @@ def test_the_commit_sha_resolves_and_follows_the_content(hub: StandIn, tmp_path:
     api = HfApi(endpoint=hub.url, token=False)
     sha = api.repo_info(SCRATCH).sha
     assert sha is not None and len(sha) == 40 and api.repo_info(SCRATCH, revision=sha).sha == sha
-    assert local_files(snapshot(hub, SCRATCH, tmp_path / "pinned", revision=sha)) == hub.repo_files(SCRATCH)
+    assert local_files(snapshot(hub, SCRATCH, tmp_path / "pinned", revision=sha)) == hub.repo_files(
+        SCRATCH
+    )
 
     write(hub.root / SCRATCH / "config.json", '{"v": 2}\n')
 
@@ -273,7 +359,9 @@ def test_gated_repo_files_need_its_token(hub: StandIn, tmp_path: Path) -> None:
 
 def test_cli_gated_repo_fails_without_token_and_works_with_it(hub: StandIn, tmp_path: Path) -> None:
     refused = hf(hub, "download", seed.GATED, "config.json", "--local-dir", str(tmp_path / "no"))
-    granted = hf(hub, "download", seed.GATED, "--local-dir", str(tmp_path / "yes"), token=seed.GATED_TOKEN)
+    granted = hf(
+        hub, "download", seed.GATED, "--local-dir", str(tmp_path / "yes"), token=seed.GATED_TOKEN
+    )
 
     assert refused.returncode != 0 and "gated-model" in refused.stderr
     assert not (tmp_path / "no" / "config.json").exists()
@@ -288,7 +376,10 @@ def test_unknown_repo_is_repo_not_found_like_the_hub(hub: StandIn, tmp_path: Pat
         download(hub, "acme/no-such-model", "config.json", tmp_path / "b", token=seed.GATED_TOKEN)
 
     assert not isinstance(anonymous.value, GatedRepoError)
-    assert (anonymous.value.response.status_code, signed_in.value.response.status_code) == (401, 404)
+    assert (anonymous.value.response.status_code, signed_in.value.response.status_code) == (
+        401,
+        404,
+    )
 
 
 def test_unknown_file_and_revision_raise_the_clients_errors(hub: StandIn, tmp_path: Path) -> None:
@@ -300,7 +391,9 @@ def test_unknown_file_and_revision_raise_the_clients_errors(hub: StandIn, tmp_pa
         download(hub, seed.BASE, "config.json", tmp_path / "c", revision="refs/pr/1")
 
 
-def test_an_invalid_token_is_refused_not_taken_for_a_missing_repo(hub: StandIn, tmp_path: Path) -> None:
+def test_an_invalid_token_is_refused_not_taken_for_a_missing_repo(
+    hub: StandIn, tmp_path: Path
+) -> None:
     with pytest.raises(HfHubHTTPError) as refused:
         download(hub, seed.BASE, "config.json", tmp_path / "a", token="hf_notAToken")
 
@@ -329,8 +422,11 @@ def test_ranges_redirects_and_signed_cdn_urls(hub: StandIn) -> None:
     assert raw(headers["Location"].replace("Signature=", "Signature=0"))[0] == 403
     assert raw(headers["Location"].split("?")[0])[0] == 403
 
-    every_header = [name.lower() for url in (f"{resolve}/config.json", f"{resolve}/tokenizer.json")
-                    for name in raw(url, "HEAD")[1]]
+    every_header = [
+        name.lower()
+        for url in (f"{resolve}/config.json", f"{resolve}/tokenizer.json")
+        for name in raw(url, "HEAD")[1]
+    ]
     assert not [name for name in every_header if name.startswith("x-xet")]
 
 

@@ -37,8 +37,9 @@ def module_name(path: Path) -> str:
 def imports(path: Path) -> set[str]:
     """Every module ``path`` imports (absolute names; relative imports resolved)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" \
-        else module_name(path)
+    package = (
+        module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
+    )
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -57,8 +58,9 @@ def graph(*folders: str) -> dict[str, set[str]]:
     """Our modules -> the modules of ours they import."""
     paths = [p for folder in folders for p in (ROOT / folder).rglob("*.py")]
     names = {module_name(p): p for p in paths}
-    return {name: {m for m in imports(path) if m in names and m != name}
-            for name, path in names.items()}
+    return {
+        name: {m for m in imports(path) if m in names and m != name} for name, path in names.items()
+    }
 
 
 def part(module: str) -> str:
@@ -72,7 +74,8 @@ def test_each_part_imports_only_what_its_layer_allows():
         for module, targets in graph("sparkdeploy").items()
         if module != "sparkdeploy"
         for target in targets
-        if target != "sparkdeploy" and part(target) != part(module)
+        if target != "sparkdeploy"
+        and part(target) != part(module)
         and part(target) not in ALLOWED[part(module)]
     ]
     assert wrong == []
@@ -87,7 +90,7 @@ def test_no_import_circle():
         state[node] = 1
         for target in sorted(edges[node]):
             if state.get(target) == 1:
-                cycles.append(trail[trail.index(target):] + [target])
+                cycles.append(trail[trail.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*trail, target])
         state[node] = 2
@@ -100,13 +103,17 @@ def test_no_import_circle():
 
 def test_planning_never_touches_pyinfra():
     touching = sorted(
-        module for module, path in ((module_name(p), p) for p in PACKAGE.rglob("*.py"))
+        module
+        for module, path in ((module_name(p), p) for p in PACKAGE.rglob("*.py"))
         if part(module) in PURE and any(m.split(".")[0] == "pyinfra" for m in imports(path))
     )
     assert touching == []
 
 
 def test_no_deploy_module_imports_the_build_time_tools():
-    users = sorted(module for module, targets in graph("sparkdeploy", "tools").items()
-                   if module.startswith("sparkdeploy") and any(t.startswith("tools") for t in targets))
+    users = sorted(
+        module
+        for module, targets in graph("sparkdeploy", "tools").items()
+        if module.startswith("sparkdeploy") and any(t.startswith("tools") for t in targets)
+    )
     assert users == []

@@ -20,10 +20,18 @@ def meminfo(path: Path, available_gib: float) -> None:
 
 
 def guard(tmp_path: Path, *args: str, interval: str = "1"):
-    env = {"PATH": "/usr/bin:/bin", "SPARK_MEMINFO": str(tmp_path / "meminfo"),
-           "SPARK_MEMORY_GUARD_INTERVAL": interval}
-    return subprocess.run([str(FILES / "spark-memory-guard"), *args], env=env,
-                          capture_output=True, text=True, timeout=30)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SPARK_MEMINFO": str(tmp_path / "meminfo"),
+        "SPARK_MEMORY_GUARD_INTERVAL": interval,
+    }
+    return subprocess.run(
+        [str(FILES / "spark-memory-guard"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_enough_memory_goes_at_once(tmp_path):
@@ -63,10 +71,14 @@ def test_drop_caches_writes_3_and_reports(tmp_path):
     meminfo(tmp_path / "meminfo", 50)
     control = tmp_path / "drop_caches"
     control.write_text("0")
-    env = {"PATH": "/usr/bin:/bin", "SPARK_MEMINFO": str(tmp_path / "meminfo"),
-           "SPARK_DROP_CACHES_FILE": str(control)}
-    done = subprocess.run([str(FILES / "spark-drop-caches")], env=env, capture_output=True,
-                          text=True, timeout=30)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SPARK_MEMINFO": str(tmp_path / "meminfo"),
+        "SPARK_DROP_CACHES_FILE": str(control),
+    }
+    done = subprocess.run(
+        [str(FILES / "spark-drop-caches")], env=env, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
     assert control.read_text() == "3\n"
     assert "page cache dropped, MemAvailable 51200 -> 51200 MiB" in done.stdout
@@ -74,8 +86,12 @@ def test_drop_caches_writes_3_and_reports(tmp_path):
 
 def test_drop_caches_fails_clearly_when_it_cannot_write(tmp_path):
     meminfo(tmp_path / "meminfo", 50)
-    env = {"PATH": "/usr/bin:/bin", "SPARK_MEMINFO": str(tmp_path / "meminfo"),
-           "SPARK_DROP_CACHES_FILE": str(tmp_path / "missing" / "drop_caches")}
-    done = subprocess.run([str(FILES / "spark-drop-caches")], env=env, capture_output=True,
-                          text=True, timeout=30)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SPARK_MEMINFO": str(tmp_path / "meminfo"),
+        "SPARK_DROP_CACHES_FILE": str(tmp_path / "missing" / "drop_caches"),
+    }
+    done = subprocess.run(
+        [str(FILES / "spark-drop-caches")], env=env, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 1 and "cannot write" in done.stderr

@@ -22,18 +22,34 @@ def check(folder: Path, tokenizer: bool = True) -> dict:
 
 def sharded(folder: Path) -> Path:
     folder.mkdir()
-    (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model-00001-of-00002.safetensors",
-                        "b": "model-00002-of-00002.safetensors"}}))
-    for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                 "config.json", "tokenizer.json"):
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "weight_map": {
+                    "a": "model-00001-of-00002.safetensors",
+                    "b": "model-00002-of-00002.safetensors",
+                }
+            }
+        )
+    )
+    for name in (
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "config.json",
+        "tokenizer.json",
+    ):
         (folder / name).write_text("x")
     return folder
 
 
 def test_missing_folder(tmp_path):
-    assert check(tmp_path / "none") == {"folder": str(tmp_path / "none"), "exists": False,
-                                       "marker": "", "missing": [], "empty": []}
+    assert check(tmp_path / "none") == {
+        "folder": str(tmp_path / "none"),
+        "exists": False,
+        "marker": "",
+        "missing": [],
+        "empty": [],
+    }
 
 
 def test_complete_only_after_sealing(tmp_path):

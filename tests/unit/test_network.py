@@ -57,8 +57,9 @@ RAIL_2 = QsfpInterface(interface="enP2p1s0f0np0", address="192.168.101.1/24")
 
 
 def facts(lines=CONVERGED, drop: str = "", add: tuple[str, ...] = ()):
-    return QsfpNetwork().process([line for line in lines if not (drop and drop in line)]
-                                 + list(add))
+    return QsfpNetwork().process(
+        [line for line in lines if not (drop and drop in line)] + list(add)
+    )
 
 
 def found_gid(rail: RailGid) -> Gid:
@@ -68,8 +69,10 @@ def found_gid(rail: RailGid) -> Gid:
 
 
 def settings(node: int = 1, **keys) -> SparkSettings:
-    rails = [{"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24"},
-             {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{node}/24"}]
+    rails = [
+        {"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24"},
+        {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{node}/24"},
+    ]
     return SparkSettings.model_validate({"ssh_host": f"spark-{node}", "qsfp": rails, **keys})
 
 
@@ -81,13 +84,17 @@ def test_fact_parsing():
     assert parsed.links["enp1s0f0np0"].mtu == 9000
     assert parsed.links["enP2p1s0f0np0"].addresses == ("192.168.101.1/24",)
     assert parsed.links["eth0"].up
-    assert parsed.devices["enP2p1s0f0np0"] == {"GENERAL.STATE": "30 (disconnected)",
-                                               "GENERAL.CONNECTION": ""}
+    assert parsed.devices["enP2p1s0f0np0"] == {
+        "GENERAL.STATE": "30 (disconnected)",
+        "GENERAL.CONNECTION": "",
+    }
     assert parsed.profiles["qsfp-enp1s0f0np0"]["ipv4.addresses"] == "192.168.100.1/24"
     assert "qsfp-enP2p1s0f0np0" not in parsed.profiles
     assert parsed.pings["enp1s0f0np0"].ok and not parsed.pings["enP2p1s0f0np0"].ok
     assert [(g.dev, g.index, g.type) for g in parsed.gids] == [
-        ("roceP2p1s0f0", 3, "RoCE v2"), ("rocep1s0f0", 3, "RoCE v2")]
+        ("roceP2p1s0f0", 3, "RoCE v2"),
+        ("rocep1s0f0", 3, "RoCE v2"),
+    ]
     assert parsed.env_sha256 == ""
 
 
@@ -105,8 +112,9 @@ def test_missing_profile_is_added_then_brought_up():
 
 
 def test_only_the_properties_that_differ_are_modified():
-    changed = facts(add=(f"{PROFILE}802-3-ethernet.mtu:1500",
-                         f"{PROFILE}connection.autoconnect:no"))
+    changed = facts(
+        add=(f"{PROFILE}802-3-ethernet.mtu:1500", f"{PROFILE}connection.autoconnect:no")
+    )
     assert profile_commands(RAIL_1, changed) == [
         "nmcli connection modify qsfp-enp1s0f0np0 connection.autoconnect yes "
         "802-3-ethernet.mtu 9000",
@@ -121,14 +129,17 @@ def test_only_the_properties_that_differ_are_modified():
 def test_profile_down_or_drifted_is_only_brought_up():
     down = facts(drop=f"{PROFILE}GENERAL.STATE")
     assert profile_commands(RAIL_1, down) == ["nmcli connection up qsfp-enp1s0f0np0"]
-    drifted = [line.replace("mtu 9000", "mtu 1500") if "enp1s0f0np0@" in line else line
-               for line in CONVERGED]
+    drifted = [
+        line.replace("mtu 9000", "mtu 1500") if "enp1s0f0np0@" in line else line
+        for line in CONVERGED
+    ]
     assert profile_commands(RAIL_1, facts(drifted)) == ["nmcli connection up qsfp-enp1s0f0np0"]
 
 
 def test_refuses_the_ssh_and_default_route_interface():
     spark = SparkSettings.model_validate(
-        {"ssh_host": "s", "qsfp": [{"interface": "eth0", "address": "10.9.0.1/24"}]})
+        {"ssh_host": "s", "qsfp": [{"interface": "eth0", "address": "10.9.0.1/24"}]}
+    )
     assert refusals(spark, facts()) == [
         "qsfp rail 1 (eth0) carries the SSH session of this deploy (172.17.0.1 51612 "
         "172.17.0.4 22) and the default route; reconfiguring it would cut this Spark off. "
@@ -143,21 +154,24 @@ def test_a_rail_carrying_ssh_is_left_alone_when_it_needs_no_change():
     rail_1 = SparkSettings.model_validate({"ssh_host": "s", "qsfp": [RAIL_1.model_dump()]})
     assert refusals(rail_1, through_peer) == []
     moved = SparkSettings.model_validate(
-        {"ssh_host": "s", "qsfp": [{**RAIL_1.model_dump(), "mtu": 1500}]})
+        {"ssh_host": "s", "qsfp": [{**RAIL_1.model_dump(), "mtu": 1500}]}
+    )
     [problem] = refusals(moved, through_peer)
     assert problem.startswith("qsfp rail 1 (enp1s0f0np0) carries the SSH session")
 
 
 def test_refuses_missing_interface_unmanaged_device_and_no_networkmanager():
     spark = SparkSettings.model_validate(
-        {"ssh_host": "s", "qsfp": [{"interface": "enp9s0", "address": "10.9.0.1/24"}]})
+        {"ssh_host": "s", "qsfp": [{"interface": "enp9s0", "address": "10.9.0.1/24"}]}
+    )
     [missing] = refusals(spark, facts())
     assert missing == (
-        "qsfp rail 1 (enp9s0): no such interface here; it has enP2p1s0f0np0, enp1s0f0np0, "
-        "eth0, lo"
+        "qsfp rail 1 (enp9s0): no such interface here; it has enP2p1s0f0np0, enp1s0f0np0, eth0, lo"
     )
-    unmanaged = facts(drop="nmdev.enP2p1s0f0np0=GENERAL.STATE",
-                      add=("nmdev.enP2p1s0f0np0=GENERAL.STATE:10 (unmanaged)",))
+    unmanaged = facts(
+        drop="nmdev.enP2p1s0f0np0=GENERAL.STATE",
+        add=("nmdev.enP2p1s0f0np0=GENERAL.STATE:10 (unmanaged)",),
+    )
     [problem] = refusals(settings(), unmanaged)
     assert problem.startswith("qsfp rail 2 (enP2p1s0f0np0): NetworkManager does not manage it")
     [problem] = refusals(settings(), facts(drop="nm=running"))
@@ -166,8 +180,10 @@ def test_refuses_missing_interface_unmanaged_device_and_no_networkmanager():
 
 def test_netplan_files_other_than_networkmanagers_own_are_reported():
     [claim] = netplan_claims(facts())
-    assert claim.startswith("/etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with the "
-                            "networkd renderer does nothing for it on a Spark")
+    assert claim.startswith(
+        "/etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with the "
+        "networkd renderer does nothing for it on a Spark"
+    )
 
 
 PAIR = Topology.of({"spark-1": settings(1), "spark-2": settings(2)})
@@ -192,8 +208,12 @@ def test_alone_there_is_no_ping_to_check():
 
 def test_engine_environment_from_what_was_found():
     one = PAIR["spark-1"]
-    found, _ = check_gids(facts().gids, [("enp1s0f0np0", "192.168.100.1"),
-                                         ("enP2p1s0f0np0", "192.168.101.1")], 3, "/sys")
+    found, _ = check_gids(
+        facts().gids,
+        [("enp1s0f0np0", "192.168.100.1"), ("enP2p1s0f0np0", "192.168.101.1")],
+        3,
+        "/sys",
+    )
     text = nccl_env(one, found)
     values = dict(line.split("=", 1) for line in text.splitlines() if line[:1].isupper())
     assert values == {
@@ -209,16 +229,22 @@ def test_engine_environment_from_what_was_found():
         "SPARK_NNODES": "2",
         "RAY_memory_monitor_refresh_ms": "0",
     }
-    assert "# rail 2: enP2p1s0f0np0 192.168.101.1/24 <-> 192.168.101.2, roceP2p1s0f0 port 1, " \
-           "RoCE v2 GID index 3\n" in text
+    assert (
+        "# rail 2: enP2p1s0f0np0 192.168.101.1/24 <-> 192.168.101.2, roceP2p1s0f0 port 1, "
+        "RoCE v2 GID index 3\n" in text
+    )
     moved = [dataclasses.replace(r, gid=dataclasses.replace(found_gid(r), index=5)) for r in found]
     assert "NCCL_IB_GID_INDEX=5\n" in nccl_env(one, moved)
 
 
 def test_engine_environment_of_a_spark_alone():
     alone = ALONE["spark-1"]
-    found, _ = check_gids(facts().gids, [("enp1s0f0np0", "192.168.100.1"),
-                                         ("enP2p1s0f0np0", "192.168.101.1")], 3, "/sys")
+    found, _ = check_gids(
+        facts().gids,
+        [("enp1s0f0np0", "192.168.100.1"), ("enP2p1s0f0np0", "192.168.101.1")],
+        3,
+        "/sys",
+    )
     text = nccl_env(alone, found)
     assert "SPARK_PEER_ADDR" not in text
     assert "SPARK_NNODES=1\n" in text and "SPARK_HEAD_ADDR=192.168.100.1\n" in text

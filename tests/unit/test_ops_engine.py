@@ -25,6 +25,7 @@ def with_units(operation: Any, units: dict[str, tuple[str, str]], **arguments: A
 
 # --- serving ---------------------------------------------------------------------------
 
+
 def serving_with(state: tuple[str, str] | None, **arguments: Any) -> Outcome:
     """serving on a host where UNIT is (is-active, is-enabled), or unknown when None."""
     units = {UNIT: state} if state else {}
@@ -36,20 +37,34 @@ def test_an_enabled_running_unit_is_a_noop():
     assert outcome.commands == [] and outcome.noop == f"{UNIT} is enabled and running"
 
 
-@pytest.mark.parametrize("state, arguments, commands", [
-    (None, {}, [ENABLE, START, HEALTH]),
-    (("inactive", "enabled"), {}, [START, HEALTH]),
-    (("failed", "disabled"), {}, [ENABLE, START, HEALTH]),
-    (("active", "disabled"), {}, [ENABLE, HEALTH]),
-    (("active", "enabled"), {"restart": True}, [RESTART, HEALTH]),
-    (("inactive", "enabled"), {"restart": True}, [START, HEALTH]),
-    (("active", "enabled"), {"follows": True}, [HEALTH]),
-    (None, {"health": False}, [ENABLE, START]),
-    (("active", "enabled"), {"restart": True, "health": False}, [RESTART]),
-], ids=["unknown", "stopped", "failed-disabled", "running-disabled", "restart",
-        "restart-stopped", "follows", "unknown-no-health", "restart-no-health"])
+@pytest.mark.parametrize(
+    "state, arguments, commands",
+    [
+        (None, {}, [ENABLE, START, HEALTH]),
+        (("inactive", "enabled"), {}, [START, HEALTH]),
+        (("failed", "disabled"), {}, [ENABLE, START, HEALTH]),
+        (("active", "disabled"), {}, [ENABLE, HEALTH]),
+        (("active", "enabled"), {"restart": True}, [RESTART, HEALTH]),
+        (("inactive", "enabled"), {"restart": True}, [START, HEALTH]),
+        (("active", "enabled"), {"follows": True}, [HEALTH]),
+        (None, {"health": False}, [ENABLE, START]),
+        (("active", "enabled"), {"restart": True, "health": False}, [RESTART]),
+    ],
+    ids=[
+        "unknown",
+        "stopped",
+        "failed-disabled",
+        "running-disabled",
+        "restart",
+        "restart-stopped",
+        "follows",
+        "unknown-no-health",
+        "restart-no-health",
+    ],
+)
 def test_a_unit_is_enabled_started_or_restarted_then_checked(
-        state: tuple[str, str] | None, arguments: dict[str, bool], commands: list[str]):
+    state: tuple[str, str] | None, arguments: dict[str, bool], commands: list[str]
+):
     outcome = serving_with(state, **arguments)
     assert outcome.commands == commands and outcome.noop is None
 

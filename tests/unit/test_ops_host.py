@@ -77,7 +77,7 @@ def test_a_reboot_marks_the_boot_reboots_detached_then_waits_for_the_new_boot():
 
 
 def test_the_reason_is_one_shell_word_in_the_marker_command():
-    reason = "it's \"late\"; $(touch /tmp/owned) `id` & done"
+    reason = 'it\'s "late"; $(touch /tmp/owned) `id` & done'
     command = run(reboot.rebooted, spark(), reason=reason).commands[1]
     assert command == marker(shlex.quote(reason))
     assert shlex.split(command)[6] == reason  # mkdir -p DIR && printf FORMAT REASON > ...

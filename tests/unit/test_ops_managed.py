@@ -46,9 +46,11 @@ def test_a_sudoers_file_is_checked_by_visudo_before_it_goes_live():
     given(host, SparkHostState, host_state(files={path: None}))
     last = run(managed_file, host, path=path, content="x\n").commands[-1]
     staged = f"{path}.spark-deploy-new"
-    assert last == (f"chown root:root {staged} && chmod 440 {staged} && "
-                    f"{{ visudo -cf {staged} || {{ rm -f {staged}; exit 1; }}; }} && "
-                    f"mv -f {staged} {path}")
+    assert last == (
+        f"chown root:root {staged} && chmod 440 {staged} && "
+        f"{{ visudo -cf {staged} || {{ rm -f {staged}; exit 1; }}; }} && "
+        f"mv -f {staged} {path}"
+    )
 
 
 def test_the_token_goes_through_private_folders_to_the_operators_home():
@@ -72,5 +74,6 @@ def test_a_path_outside_the_registry_is_refused():
     with pytest.raises(OperationError, match="not in the managed-file registry"):
         run(managed_file, host, path="/etc/spark-deploy/unlisted.conf", content="x")
     with pytest.raises(OperationError, match="not in the managed-file registry"):
-        run(managed_file, host, path=ENGINE_SUDOERS.format(name="spark-engine-sglang"),
-            content="x")  # no engine planned on this Spark: not its file
+        run(
+            managed_file, host, path=ENGINE_SUDOERS.format(name="spark-engine-sglang"), content="x"
+        )  # no engine planned on this Spark: not its file

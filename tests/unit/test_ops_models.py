@@ -94,8 +94,13 @@ AS_NVIDIA = f"sudo -u nvidia -H {HF_ENV} hf download"
 def folder_with(models: dict[str, dict], **arguments: Any) -> Outcome:
     host = spark()
     given(host, SparkHostState, host_state(models=models))
-    defaults = {"repo": "o/m", "folder": FOLDER, "user": "nvidia", "group": "nvidia",
-                "hf_env": HF_ENV}
+    defaults = {
+        "repo": "o/m",
+        "folder": FOLDER,
+        "user": "nvidia",
+        "group": "nvidia",
+        "hf_env": HF_ENV,
+    }
     return run(model_folder, host, **{**defaults, **arguments})
 
 
@@ -106,8 +111,10 @@ def seal(want: str, tokenizer: str, folder: str = FOLDER, user: str = "nvidia") 
 
 def repair(names: list[str]) -> str:
     checks = "; ".join(f'[ -s {FOLDER}/{name} ] || missing="$missing {name}"' for name in names)
-    return (f'missing=""; {checks}; [ -z "$missing" ] || '
-            f"{AS_NVIDIA} o/base $missing --local-dir {FOLDER} --quiet")
+    return (
+        f'missing=""; {checks}; [ -z "$missing" ] || '
+        f"{AS_NVIDIA} o/base $missing --local-dir {FOLDER} --quiet"
+    )
 
 
 def test_a_complete_folder_is_not_downloaded_again():
@@ -140,8 +147,16 @@ def test_the_folder_and_revision_from_the_inventory_are_quoted():
     [(folder, want, _)] = host.data.spark.model_folders()  # as prepare_models reads them
     repo, revision = want.rsplit("@", 1)
     given(host, SparkHostState, host_state(models={}))
-    outcome = run(model_folder, host, repo=repo, folder=folder, revision=revision,
-                  user="nvidia", group="nvidia", hf_env=HF_ENV)
+    outcome = run(
+        model_folder,
+        host,
+        repo=repo,
+        folder=folder,
+        revision=revision,
+        user="nvidia",
+        group="nvidia",
+        hf_env=HF_ENV,
+    )
     q_folder = "'/opt/my models/m'"
     assert outcome.commands == [
         f"install -d -o nvidia -g nvidia -m 755 {q_folder}",

@@ -79,23 +79,30 @@ def test_only_the_differing_properties_are_modified_then_it_is_brought_up():
 LINK = NETWORK.links[RAIL]
 
 
-@pytest.mark.parametrize("facts", [
-    network({"GENERAL.STATE": ""}),  # the profile is not active
-    network(devices={RAIL: {"GENERAL.CONNECTION": "Wired connection 1"}}),
-    network(links={RAIL: replace(LINK, mtu=1500)}),  # changed behind NetworkManager's back
-    network(links={RAIL: replace(LINK, addresses=())}),
-    network(links={}),
-], ids=["inactive", "other-connection", "kernel-mtu", "kernel-address", "no-link"])
+@pytest.mark.parametrize(
+    "facts",
+    [
+        network({"GENERAL.STATE": ""}),  # the profile is not active
+        network(devices={RAIL: {"GENERAL.CONNECTION": "Wired connection 1"}}),
+        network(links={RAIL: replace(LINK, mtu=1500)}),  # changed behind NetworkManager's back
+        network(links={RAIL: replace(LINK, addresses=())}),
+        network(links={}),
+    ],
+    ids=["inactive", "other-connection", "kernel-mtu", "kernel-address", "no-link"],
+)
 def test_a_profile_as_wanted_but_not_up_as_configured_is_only_brought_up(facts: Network):
     outcome = nm_with(facts)
     assert outcome.commands == [UP] and outcome.noop is None
 
 
-@pytest.mark.parametrize("arguments", [
-    {"interface": "enp1s0f0np0; reboot"},
-    {"interface": "en p1"},
-    {"address": "192.168.100.1/24' && reboot '"},
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"interface": "enp1s0f0np0; reboot"},
+        {"interface": "en p1"},
+        {"address": "192.168.100.1/24' && reboot '"},
+    ],
+)
 def test_an_interface_or_address_that_is_not_one_is_refused(arguments: dict[str, str]):
     with pytest.raises(ValidationError):
         nm_with(network(), **arguments)
@@ -112,8 +119,14 @@ def proven(host: Host, index: int = 3) -> str:
     RoCE v2 GID at ``index``; the environment file that follows from it."""
     place = host.data.place
     table = tuple(
-        Gid(RDMA[rail.interface], 1, index,
-            ipaddress.IPv6Address(f"::ffff:{rail.ip}").exploded, "RoCE v2", rail.interface)
+        Gid(
+            RDMA[rail.interface],
+            1,
+            index,
+            ipaddress.IPv6Address(f"::ffff:{rail.ip}").exploded,
+            "RoCE v2",
+            rail.interface,
+        )
         for rail in place.rails
     )
     found, problems = check_gids(table, [(r.interface, r.ip) for r in place.rails], index, "/sys")
@@ -133,8 +146,10 @@ def environment_with(up_to_date: bool = False, **arguments: Any) -> tuple[Outcom
 
 
 def write(content: str) -> str:
-    return (f"install -d -m 0755 /etc/spark-deploy && printf '%s' {shlex.quote(content)} > "
-            f"{NEW} && chmod 0644 {NEW} && chown root:root {NEW} && mv -f {NEW} {NCCL_ENV}")
+    return (
+        f"install -d -m 0755 /etc/spark-deploy && printf '%s' {shlex.quote(content)} > "
+        f"{NEW} && chmod 0644 {NEW} && chown root:root {NEW} && mv -f {NEW} {NCCL_ENV}"
+    )
 
 
 def test_the_environment_follows_from_the_proof_and_is_written_when_it_differs():

@@ -24,8 +24,11 @@ def settings(**keys) -> SparkSettings:
 def test_parses_a_spark():
     parsed = facts()
     assert parsed.gpu_name == "NVIDIA GB10"
-    assert (parsed.driver, parsed.arch, parsed.kernel) == ("580.95.05", "aarch64",
-                                                           "6.11.0-1016-nvidia")
+    assert (parsed.driver, parsed.arch, parsed.kernel) == (
+        "580.95.05",
+        "aarch64",
+        "6.11.0-1016-nvidia",
+    )
     assert parsed.os == "Ubuntu 24.04.3 LTS"
     assert (parsed.mem_total_kb, parsed.mem_available_kb) == (125513548, 119203140)
     assert (parsed.disk_path, parsed.disk_free_kb) == ("/opt", 3401563204)

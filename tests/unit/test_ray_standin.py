@@ -43,16 +43,35 @@ class RayDocker(Docker):
             script = image_bin / program
             script.write_text(f'#!/bin/sh\nexec python3 {STANDINS}/{target} "$@"\n')
             script.chmod(0o755)
-        self.env |= {"SPARK_TWIN_IMAGE_BIN": str(image_bin), "SPARK_TWIN_RAY_NODE_GPUS": "1",
-                     "SPARK_TWIN_RAY_STATE": str(tmp / "ray")}
+        self.env |= {
+            "SPARK_TWIN_IMAGE_BIN": str(image_bin),
+            "SPARK_TWIN_RAY_NODE_GPUS": "1",
+            "SPARK_TWIN_RAY_STATE": str(tmp / "ray"),
+        }
 
     def ray(self, name: str, *args: str) -> subprocess.Popen:
-        return self.start("--name", name, "--network", "host", "--entrypoint", "ray",
-                          VLLM_IMAGE, "start", *args, "--disable-usage-stats", "--block")
+        return self.start(
+            "--name",
+            name,
+            "--network",
+            "host",
+            "--entrypoint",
+            "ray",
+            VLLM_IMAGE,
+            "start",
+            *args,
+            "--disable-usage-stats",
+            "--block",
+        )
 
     def exec(self, *args: str) -> subprocess.Popen:
-        process = subprocess.Popen([str(self.docker_path), "exec", *args], env=self.env,
-                                   text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [str(self.docker_path), "exec", *args],
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.foreground.append(process)
         return process
 
@@ -86,9 +105,23 @@ def test_a_ray_pair_forms_and_vllm_serves_on_it_through_docker_exec(docker, tmp_
 
     port = free_port()
     pid_file = tmp_path / "serve.pid"
-    server = docker.exec("ray-head", "sh", "-c", f'echo $$ > {pid_file} && exec "$@"', "sh",
-                         "vllm", "serve", "--model", str(docker.model), "--port", str(port),
-                         "--tensor-parallel-size", "2", "--distributed-executor-backend", "ray")
+    server = docker.exec(
+        "ray-head",
+        "sh",
+        "-c",
+        f'echo $$ > {pid_file} && exec "$@"',
+        "sh",
+        "vllm",
+        "serve",
+        "--model",
+        str(docker.model),
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+    )
     time.sleep(2 * 0.5 + 1)
     assert refused(port)  # one GPU of two: vLLM waits for its placement group
 
@@ -97,8 +130,9 @@ def test_a_ray_pair_forms_and_vllm_serves_on_it_through_docker_exec(docker, tmp_
         monkeypatch.setenv(name, value)
     assert RAY_WAIT.gpus_joined("ray-head", 2) == (False, "the Ray cluster has 1 of 2 GPUs")
 
-    worker = docker.ray("ray-worker", "--address", f"127.0.0.1:{gcs}",
-                        "--node-ip-address", "127.0.0.1")
+    worker = docker.ray(
+        "ray-worker", "--address", f"127.0.0.1:{gcs}", "--node-ip-address", "127.0.0.1"
+    )
     until(lambda: " 0.0/2.0 GPU" in gpus(docker))
     assert RAY_WAIT.gpus_joined("ray-head", 2) == (True, "the Ray cluster has 2 of 2 GPUs")
     assert wait_serving(port)["data"][0]["id"] == str(docker.model)
@@ -127,18 +161,27 @@ def test_what_docker_exec_started_ends_with_its_container(docker, tmp_path):
     time.sleep(0.2)
     assert Path(f"/proc/{inner}").exists()
     assert docker("stop", "-t", "1", "box").returncode == 0
-    until(lambda: not Path(f"/proc/{inner}").exists() or
-          Path(f"/proc/{inner}/stat").read_text().split(")")[1].split()[0] == "Z")
+    until(
+        lambda: (
+            not Path(f"/proc/{inner}").exists()
+            or Path(f"/proc/{inner}/stat").read_text().split(")")[1].split()[0] == "Z"
+        )
+    )
 
 
 def test_docker_exec_errors_are_dockers(docker):
     missing = docker("exec", "nothing-here", "true")
     assert (missing.returncode, missing.stderr.strip()) == (
-        1, "Error response from daemon: No such container: nothing-here")
+        1,
+        "Error response from daemon: No such container: nothing-here",
+    )
     docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", VLLM_IMAGE, "300")
     until(lambda: "box Up" in " ".join(docker.names()))
     unknown = docker("exec", "box", "no-such-program")
-    assert unknown.returncode == 127 and 'exec: "no-such-program": executable file not found' in unknown.stderr
+    assert (
+        unknown.returncode == 127
+        and 'exec: "no-such-program": executable file not found' in unknown.stderr
+    )
     docker("stop", "-t", "1", "box")
     stopped = docker("exec", "box", "true")
     assert stopped.returncode == 1 and "is not running" in stopped.stderr
@@ -147,14 +190,25 @@ def test_docker_exec_errors_are_dockers(docker):
 def test_vllm_without_a_ray_cluster_fails_as_ray_init_does(docker):
     docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", VLLM_IMAGE, "300")
     until(lambda: "box Up" in " ".join(docker.names()))
-    served = docker("exec", "box", "vllm", "serve", "--model", str(docker.model),
-                    "--tensor-parallel-size", "2", "--distributed-executor-backend", "ray")
+    served = docker(
+        "exec",
+        "box",
+        "vllm",
+        "serve",
+        "--model",
+        str(docker.model),
+        "--tensor-parallel-size",
+        "2",
+        "--distributed-executor-backend",
+        "ray",
+    )
     assert served.returncode == 1
     assert "Could not find any running Ray instance" in served.stderr
 
 
 def test_ray_wait_waits_for_a_port_and_gives_up_in_time(capsys):
     import socket
+
     with socket.create_server(("127.0.0.1", 0)) as listening:
         port = listening.getsockname()[1]
         assert RAY_WAIT.main(["--address", f"127.0.0.1:{port}", "--timeout", "5"]) == 0

@@ -95,8 +95,13 @@ def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tmp_pat
     shown = problems[0].splitlines()[1:]
     assert shown[0].split() == ["DEV", "PORT", "INDEX", "GID", "IPv4", "VER", "DEV"]
     assert shown[-1].split() == [
-        "rocep1s0f0", "1", "5", "0000:0000:0000:0000:0000:ffff:c0a8:6402", "192.168.100.2",
-        "v2", "enp1s0f0np0",
+        "rocep1s0f0",
+        "1",
+        "5",
+        "0000:0000:0000:0000:0000:ffff:c0a8:6402",
+        "192.168.100.2",
+        "v2",
+        "enp1s0f0np0",
     ]
     assert len(shown) == 7  # header and the six entries of rocep1s0f0 only
 
@@ -114,8 +119,7 @@ def test_address_without_a_roce_v2_entry(tmp_path):
     _, problems = check_gids(table, [("enp1s0f0np0", "192.168.100.9")], "auto", root)
     [problem] = problems
     assert problem.startswith(
-        "rail 1 (enp1s0f0np0, 192.168.100.9): no RoCE v2 GID carries 192.168.100.9 on "
-        "rocep1s0f0:"
+        "rail 1 (enp1s0f0np0, 192.168.100.9): no RoCE v2 GID carries 192.168.100.9 on rocep1s0f0:"
     )
 
 
@@ -130,7 +134,8 @@ def test_interface_without_an_rdma_device(tmp_path):
 
 def test_no_infiniband_tree_at_all_is_an_empty_table(tmp_path):
     done = subprocess.run(
-        ["sh", "-c", gid_table_command(str(tmp_path / "nothing"))], capture_output=True,
+        ["sh", "-c", gid_table_command(str(tmp_path / "nothing"))],
+        capture_output=True,
         text=True,
     )
     assert done.returncode == 0 and done.stdout == ""

@@ -65,8 +65,7 @@ def test_every_problem_is_listed_at_once_with_file_host_and_key():
         f"{PATH}: host 'spark-1', key 'ssh_host': required: Address or DNS name the laptop "
         "reaches the Spark's SSH server at",
         f"{PATH}: host 'spark-1', key 'ssh_port': Input should be a valid integer (got '22')",
-        f"{PATH}: host 'spark-1', key 'allow_reboot': Input should be a valid boolean "
-        "(got 'yes')",
+        f"{PATH}: host 'spark-1', key 'allow_reboot': Input should be a valid boolean (got 'yes')",
         f"{PATH}: host 'spark-1', key 'model_dir': must be an absolute path, such as "
         "/opt/models (got 'models')",
         f"{PATH}: host 'spark-2', key 'reboot_timeout': Input should be greater than or equal "
@@ -132,15 +131,20 @@ def test_example_inventory_is_valid():
 
 def rails(node: int, first: dict | None = None, second: dict | None = None) -> list[dict]:
     """Spark `node`'s two rails, with changes to the first and second."""
-    return [{"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24", **(first or {})},
-            {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{node}/24",
-             **(second or {})}]
+    return [
+        {"interface": "enp1s0f0np0", "address": f"192.168.100.{node}/24", **(first or {})},
+        {"interface": "enP2p1s0f0np0", "address": f"192.168.101.{node}/24", **(second or {})},
+    ]
 
 
 def pair(one: list, two: list, **shared) -> dict:
-    return {"defaults": {"ssh_user": "nvidia", **shared},
-            "sparks": {"spark-1": {"ssh_host": "a", "qsfp": one},
-                       "spark-2": {"ssh_host": "b", "qsfp": two}}}
+    return {
+        "defaults": {"ssh_user": "nvidia", **shared},
+        "sparks": {
+            "spark-1": {"ssh_host": "a", "qsfp": one},
+            "spark-2": {"ssh_host": "b", "qsfp": two},
+        },
+    }
 
 
 def test_qsfp_rails_with_their_defaults():
@@ -157,12 +161,17 @@ def test_qsfp_rails_with_their_defaults():
 
 
 def test_invalid_rails_are_listed_with_host_key_and_rail():
-    found = problems(pair(
-        [{"interface": "enp1s0f0np0", "address": "192.168.100.1"},
-         {"interface": "bad name!", "address": "192.168.100.0/24", "mtu": 100, "speed": 1}],
-        rails(2, {"address": "300.1.1.1/24"}),
-        roce_gid_index=-1, sysfs_root="sys",
-    ))
+    found = problems(
+        pair(
+            [
+                {"interface": "enp1s0f0np0", "address": "192.168.100.1"},
+                {"interface": "bad name!", "address": "192.168.100.0/24", "mtu": 100, "speed": 1},
+            ],
+            rails(2, {"address": "300.1.1.1/24"}),
+            roce_gid_index=-1,
+            sysfs_root="sys",
+        )
+    )
     where = f"{PATH}: host 'spark-1', key"
     assert found[:6] == [
         f"{where} 'qsfp', rail 1, 'address': must give the prefix length too, such as "
@@ -171,35 +180,44 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
         "letters, digits, '.', '-', '_'; not lo), such as enp1s0f0np0 (got 'bad name!')",
         f"{where} 'qsfp', rail 2, 'address': is the network or broadcast address of "
         "192.168.100.0/24; such as 192.168.100.1/24 (got '192.168.100.0/24')",
-        f"{where} 'qsfp', rail 2, 'mtu': Input should be greater than or equal to 1280 "
-        "(got 100)",
-        f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, "
-        "ipv6",
+        f"{where} 'qsfp', rail 2, 'mtu': Input should be greater than or equal to 1280 (got 100)",
+        f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, ipv6",
         f"{where} 'roce_gid_index' (set under defaults:): must be a GID index (0 or more) or "
         "auto (got -1)",
     ]
-    assert found[6] == (f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
-                        "path, such as /sys (got 'sys')")
-    assert found[7].startswith(f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "
-                               "be an IPv4 address with prefix length")
+    assert found[6] == (
+        f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
+        "path, such as /sys (got 'sys')"
+    )
+    assert found[7].startswith(
+        f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "
+        "be an IPv4 address with prefix length"
+    )
 
 
 def test_rails_of_one_spark_need_their_own_interfaces_and_subnets():
-    [same_subnet] = problems({"sparks": {"s": {"ssh_host": "a", "qsfp": rails(
-        1, second={"address": "192.168.100.7/24"})}}})
+    [same_subnet] = problems(
+        {
+            "sparks": {
+                "s": {"ssh_host": "a", "qsfp": rails(1, second={"address": "192.168.100.7/24"})}
+            }
+        }
+    )
     assert same_subnet == (
         f"{PATH}: host 's', key 'qsfp': enp1s0f0np0 (192.168.100.1/24) and enP2p1s0f0np0 "
         "(192.168.100.7/24) share a subnet; give each rail its own, such as 192.168.100.0/24 "
         "and 192.168.101.0/24"
     )
-    [twice] = problems({"sparks": {"s": {"ssh_host": "a", "qsfp": rails(
-        1, second={"interface": "enp1s0f0np0"})}}})
+    [twice] = problems(
+        {"sparks": {"s": {"ssh_host": "a", "qsfp": rails(1, second={"interface": "enp1s0f0np0"})}}}
+    )
     assert twice == f"{PATH}: host 's', key 'qsfp': interface enp1s0f0np0 is listed twice"
 
 
 def test_pair_address_plan_shared_address_and_rail_subnet_mismatch():
-    found = problems(pair(rails(1), rails(2, {"address": "192.168.100.1/24"},
-                                               {"address": "192.168.201.2/24"})))
+    found = problems(
+        pair(rails(1), rails(2, {"address": "192.168.100.1/24"}, {"address": "192.168.201.2/24"}))
+    )
     assert found == [
         f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': 192.168.100.1 is also the "
         "address of host 'spark-1' on rail 1; each Spark needs its own address",
@@ -211,7 +229,8 @@ def test_pair_address_plan_shared_address_and_rail_subnet_mismatch():
 
 def test_pair_lists_the_same_rails_on_both():
     [problem] = problems(pair(rails(1), rails(2)[:1]))
-    assert problem.startswith(f"{PATH}: host 'spark-2', key 'qsfp': 1 rail(s), but host "
-                              "'spark-1' has 2")
+    assert problem.startswith(
+        f"{PATH}: host 'spark-2', key 'qsfp': 1 rail(s), but host 'spark-1' has 2"
+    )
     [problem] = problems(pair(rails(1), []))
     assert "0 rail(s), but host 'spark-1' has 2" in problem

@@ -33,10 +33,17 @@ UNIT = "spark-engine-sglang.service"
 def sparks(**keys) -> dict[str, SparkSettings]:
     """A pair with QSFP rails and SGLang across both, as the twins have it."""
     return {
-        name: SparkSettings.model_validate({
-            "ssh_host": f"{name}.local", "ssh_user": "nvidia", "sysfs_root": "/sys",
-            "qsfp": harness.qsfp_plan(node), "engine": {"name": "sglang"},
-            **harness.MODEL, **keys})
+        name: SparkSettings.model_validate(
+            {
+                "ssh_host": f"{name}.local",
+                "ssh_user": "nvidia",
+                "sysfs_root": "/sys",
+                "qsfp": harness.qsfp_plan(node),
+                "engine": {"name": "sglang"},
+                **harness.MODEL,
+                **keys,
+            }
+        )
         for node, name in ((1, "spark-1"), (2, "spark-2"))
     }
 
@@ -51,8 +58,12 @@ def status(lines=SAMPLE, drop: str = "", add: tuple[str, ...] = ()) -> Status:
     return SparkStatus().process([*kept, *add])
 
 
-def rows_of(state: Status, name: str = "spark-1", plan: EnginePlan | None = None,
-            spark: SparkSettings | None = None) -> dict[str, list[Row]]:
+def rows_of(
+    state: Status,
+    name: str = "spark-1",
+    plan: EnginePlan | None = None,
+    spark: SparkSettings | None = None,
+) -> dict[str, list[Row]]:
     """The head's rows by check (rails and units can have several)."""
     rails = Topology.of({**PAIR, name: spark or PAIR[name]})[name].rails
     found: dict[str, list[Row]] = {}
@@ -76,8 +87,13 @@ def test_sample_parses():
     assert parsed.packages == {"nvidia-driver-580-open": "580.95.05-0ubuntu1"}
     assert parsed.holds == {"nvidia-driver-580-open"}
     assert parsed.temperature == "41"
-    assert parsed.units == {UNIT: {"ActiveState": "active", "UnitFileState": "enabled",
-                                   "ActiveEnterTimestamp": "Tue 2026-03-24 10:12:03 UTC"}}
+    assert parsed.units == {
+        UNIT: {
+            "ActiveState": "active",
+            "UnitFileState": "enabled",
+            "ActiveEnterTimestamp": "Tue 2026-03-24 10:12:03 UTC",
+        }
+    }
     assert parsed.api == Api(0, (MODEL_ID,), "")
     assert parsed.network.links["enp1s0f0np0"].mtu == 9000
     assert parsed.network.links["enP2p1s0f0np0"].mtu == 1500
@@ -96,16 +112,26 @@ def test_api_answers_and_failures():
 
 def test_command_reads_only_what_the_spark_has():
     fact = SparkStatus()
-    alone = fact.command(model_dir="/opt/models", units=[], api_url="", interfaces=[],
-                         pings=[], sysfs_root="/sys", env_file="/etc/spark-deploy/nccl.env")
+    alone = fact.command(
+        model_dir="/opt/models",
+        units=[],
+        api_url="",
+        interfaces=[],
+        pings=[],
+        sysfs_root="/sys",
+        env_file="/etc/spark-deploy/nccl.env",
+    )
     assert "curl" not in alone and "systemctl show" not in alone
     assert "ip -o link" not in alone and "ping" not in alone
     assert "sudo" not in alone
     assert "nvidia-smi --query-gpu=temperature.gpu --format=csv,noheader" in alone
     served = fact.command(
-        model_dir="/opt/models", units=[UNIT, "spark-engine-sglang-worker.service"],
-        api_url="http://127.0.0.1:30000/v1/models", interfaces=["enp1s0f0np0"],
-        pings=[("enp1s0f0np0", "192.168.100.2", 8972)], sysfs_root="/sys",
+        model_dir="/opt/models",
+        units=[UNIT, "spark-engine-sglang-worker.service"],
+        api_url="http://127.0.0.1:30000/v1/models",
+        interfaces=["enp1s0f0np0"],
+        pings=[("enp1s0f0np0", "192.168.100.2", 8972)],
+        sysfs_root="/sys",
         env_file="/etc/spark-deploy/nccl.env",
     )
     assert served.count("systemctl show -p ActiveState,UnitFileState,ActiveEnterTimestamp") == 2
@@ -117,30 +143,52 @@ def test_head_rows_from_the_sample():
     rows = rows_of(status())
     assert only(rows, "gpu") == Row("gpu", OK, "NVIDIA GB10, 41 C")
     assert only(rows, "driver") == Row(
-        "driver", OK, "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held")
+        "driver", OK, "580.95.05, nvidia-driver-580-open 580.95.05-0ubuntu1 held"
+    )
     drm = only(rows, "drm override")
     assert drm.state == WARN and "REBOOT PENDING" in drm.detail
     assert only(rows, "memory") == Row(
-        "memory", OK, "MemAvailable 113.7 of 119.7 GiB, guard 70 GiB")
+        "memory", OK, "MemAvailable 113.7 of 119.7 GiB, guard 70 GiB"
+    )
     rail_1, rail_2 = rows["rail 1"][0], rows["rail 2"][0]
-    assert rail_1 == Row("rail 1", OK, "enp1s0f0np0 192.168.100.1/24, MTU 9000, up, "
-                                       "8972-byte don't-fragment ping to 192.168.100.2 ok")
+    assert rail_1 == Row(
+        "rail 1",
+        OK,
+        "enp1s0f0np0 192.168.100.1/24, MTU 9000, up, "
+        "8972-byte don't-fragment ping to 192.168.100.2 ok",
+    )
     assert rail_2.state == FAIL
     assert "MTU 1500" in rail_2.detail and "not as configured" in rail_2.detail
     assert "ping to 192.168.101.2 FAILED (ping: local error: message too long" in rail_2.detail
     assert only(rows, "roce gid") == Row(
-        "roce gid", OK, "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)")
+        "roce gid", OK, "index 3 on rocep1s0f0 (enp1s0f0np0), roceP2p1s0f0 (enP2p1s0f0np0)"
+    )
     assert only(rows, "unit") == Row(
-        "unit", OK, f"{UNIT} active, enabled, since Tue 2026-03-24 10:12:03 UTC")
+        "unit", OK, f"{UNIT} active, enabled, since Tue 2026-03-24 10:12:03 UTC"
+    )
     assert only(rows, "engine") == Row(
-        "engine", OK, f"ready, serving {MODEL_ID} on 127.0.0.1:30000")
+        "engine", OK, f"ready, serving {MODEL_ID} on 127.0.0.1:30000"
+    )
 
 
 def test_rows_come_in_the_deploys_order():
-    checks = [row.check for row in status_rows(PAIR["spark-1"], PLANS["spark-1"],
-                                                TOPOLOGY["spark-1"].rails, status())]
-    assert checks == ["gpu", "driver", "drm override", "memory", "rail 1", "rail 2",
-                      "roce gid", "unit", "engine"]
+    checks = [
+        row.check
+        for row in status_rows(
+            PAIR["spark-1"], PLANS["spark-1"], TOPOLOGY["spark-1"].rails, status()
+        )
+    ]
+    assert checks == [
+        "gpu",
+        "driver",
+        "drm override",
+        "memory",
+        "rail 1",
+        "rail 2",
+        "roce gid",
+        "unit",
+        "engine",
+    ]
 
 
 def test_worker_has_no_api_row_of_its_own():
@@ -153,10 +201,14 @@ def test_drift_is_flagged():
     assert loose.state == WARN and "NOT held" in loose.detail
     present = only(rows_of(status(drop="drm_override=", add=("drm_override=1",))), "drm override")
     assert present.state == WARN and present.detail.startswith(f"{DRM_OVERRIDE_CONF} present")
-    low = only(rows_of(status(drop="mem_available_kb=", add=("mem_available_kb=52428800",))),
-               "memory")
-    assert low == Row("memory", WARN, "MemAvailable 50.0 of 119.7 GiB, guard 70 GiB: an engine "
-                                      "start would wait for the guard")
+    low = only(
+        rows_of(status(drop="mem_available_kb=", add=("mem_available_kb=52428800",))), "memory"
+    )
+    assert low == Row(
+        "memory",
+        WARN,
+        "MemAvailable 50.0 of 119.7 GiB, guard 70 GiB: an engine start would wait for the guard",
+    )
     stopped = status(drop=f"unit.{UNIT}=ActiveState", add=(f"unit.{UNIT}=ActiveState=failed",))
     unit = only(rows_of(stopped), "unit")
     assert unit.state == FAIL and unit.detail.startswith(f"{UNIT} failed, enabled, last active")
@@ -169,14 +221,20 @@ def test_a_590_driver_fails_with_the_refusal():
 
 
 def test_engine_not_ready_or_serving_another_model():
-    refused = status(drop="api=", add=("api=7 curl: (7) Failed to connect to 127.0.0.1 port "
-                                       "30000 after 0 ms: Couldn't connect to server",))
+    refused = status(
+        drop="api=",
+        add=(
+            "api=7 curl: (7) Failed to connect to 127.0.0.1 port "
+            "30000 after 0 ms: Couldn't connect to server",
+        ),
+    )
     engine = only(rows_of(refused), "engine")
     assert engine.state == FAIL
     assert engine.detail.startswith("not ready: http://127.0.0.1:30000/v1/models curl: (7)")
     other = status(drop="api=", add=('api=0 {"data":[{"id":"other-model"}]}',))
     assert only(rows_of(other), "engine") == Row(
-        "engine", FAIL, f"http://127.0.0.1:30000/v1/models lists other-model, not {MODEL_ID}")
+        "engine", FAIL, f"http://127.0.0.1:30000/v1/models lists other-model, not {MODEL_ID}"
+    )
 
 
 def test_gid_index_that_moved_fails():
@@ -201,11 +259,15 @@ def test_every_unit_of_the_plan_gets_a_row():
         def units(self) -> tuple[str, ...]:
             return (self.unit, "spark-engine-sglang-ray.service")
 
-    plan = TwoUnits(**{f.name: getattr(PLANS["spark-1"], f.name)
-                       for f in dataclasses.fields(EnginePlan)})
+    plan = TwoUnits(
+        **{f.name: getattr(PLANS["spark-1"], f.name) for f in dataclasses.fields(EnginePlan)}
+    )
     units = rows_of(status(), plan=plan)["unit"]
     assert [row.state for row in units] == [OK, FAIL]
-    assert units[1].detail == "spark-engine-sglang-ray.service unknown, not installed, last active never"
+    assert (
+        units[1].detail
+        == "spark-engine-sglang-ray.service unknown, not installed, last active never"
+    )
 
 
 def test_a_spark_without_engine_or_rails():
@@ -216,10 +278,12 @@ def test_a_spark_without_engine_or_rails():
 
 
 def test_table_names_each_spark_once_and_counts_what_needs_a_look():
-    text = format_status({
-        "spark-1": [Row("gpu", OK, "NVIDIA GB10, 41 C"), Row("memory", WARN, "low")],
-        "spark-2": [Row("gpu", FAIL, "no GPU")],
-    })
+    text = format_status(
+        {
+            "spark-1": [Row("gpu", OK, "NVIDIA GB10, 41 C"), Row("memory", WARN, "low")],
+            "spark-2": [Row("gpu", FAIL, "no GPU")],
+        }
+    )
     assert text.splitlines() == [
         "--> Status (read-only; nothing was changed):",
         "    SPARK    CHECK   STATE  DETAIL",
@@ -231,9 +295,12 @@ def test_table_names_each_spark_once_and_counts_what_needs_a_look():
     assert format_status({"spark-1": [Row("gpu", OK, "x")]}).endswith("1 Spark(s): all ok")
 
 
-@pytest.mark.parametrize("rows, text", [
-    ([], ""),
-    ([("a", "bb"), ("ccc", "d")], "a    bb\nccc  d"),
-])
+@pytest.mark.parametrize(
+    "rows, text",
+    [
+        ([], ""),
+        ([("a", "bb"), ("ccc", "d")], "a    bb\nccc  d"),
+    ],
+)
 def test_aligned(rows, text):
     assert aligned(rows) == text

@@ -176,8 +176,11 @@ class VllmReader:
         if isinstance(value, ast.Subscript):
             base = self._kwargs_ref(value.value, module, owner, env)
             key = value.slice
-            if (isinstance(base, _ClassKwargs) and isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)):
+            if (
+                isinstance(base, _ClassKwargs)
+                and isinstance(key, ast.Constant)
+                and isinstance(key.value, str)
+            ):
                 return _FieldKwargs(base.cls, key.value)
         if isinstance(value, ast.Name) and value.id in env:
             return env[value.id]

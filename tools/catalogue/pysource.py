@@ -126,8 +126,11 @@ class WheelSource:
                 for target in statement.targets:
                     if isinstance(target, ast.Name):
                         module.names[target.id] = statement.value
-            elif (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-                  and statement.value is not None):
+            elif (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and statement.value is not None
+            ):
                 module.names[statement.target.id] = statement.value
 
     def lookup(self, module_name: str, name: str, _depth: int = 0) -> Binding | None:
@@ -189,8 +192,11 @@ def class_attribute(cls: ast.ClassDef, name: str) -> ast.expr | None:
         if isinstance(statement, ast.Assign):
             if any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
                 return statement.value
-        elif (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
-              and statement.target.id == name):
+        elif (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and statement.target.id == name
+        ):
             return statement.value
     return None
 

@@ -118,15 +118,27 @@ def tables() -> list[Table]:
     """The reference's tables, in order: a Spark's keys, then the nested ones."""
     return [
         Table(
-            SparkSettings, "Spark keys", "spark-keys", "Spark", "Sparks",
+            SparkSettings,
+            "Spark keys",
+            "spark-keys",
+            "Spark",
+            "Sparks",
             "Under a Spark's name in `sparks:`, or under `defaults:` for every Spark.",
         ),
         Table(
-            QsfpInterface, "QSFP rails", "qsfp-rails", "QSFP rail", "QSFP rails",
+            QsfpInterface,
+            "QSFP rails",
+            "qsfp-rails",
+            "QSFP rail",
+            "QSFP rails",
             "Each entry of a Spark's `qsfp:` list is one rail of the QSFP cable to its peer.",
         ),
         Table(
-            EngineSettings, "Engine keys", "engine-keys", "engine mapping", "engine mappings",
+            EngineSettings,
+            "Engine keys",
+            "engine-keys",
+            "engine mapping",
+            "engine mappings",
             "The `engine:` mapping, under a Spark or under `defaults:`. Where a default "
             "depends on `name`, the value each engine gets is shown. The flags in `args` are "
             "checked against the flag catalogue of `version`; see [engines](engines.md).",
@@ -163,8 +175,9 @@ def type_text(annotation: Any, metadata: Sequence[Any], nested: dict[type, Table
     origin = get_origin(annotation)
     if origin is Annotated:
         inner, *extra = get_args(annotation)
-        more = [m for item in extra
-                for m in (item.metadata if isinstance(item, FieldInfo) else [item])]
+        more = [
+            m for item in extra for m in (item.metadata if isinstance(item, FieldInfo) else [item])
+        ]
         return type_text(inner, [*metadata, *more], nested)
     if origin in (Union, types.UnionType):
         members = [m for m in get_args(annotation) if m is not type(None)]
@@ -234,8 +247,10 @@ def table_text(table: Table, nested: dict[type, Table]) -> str:
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for key, info in table.model.model_fields.items():
         kind = type_text(info.annotation, info.metadata, nested)
-        rows.append(f"| `{key}` | {cell(kind)} | {cell(default_text(table, key, info))} | "
-                    f"{cell(info.description or '')} |")
+        rows.append(
+            f"| `{key}` | {cell(kind)} | {cell(default_text(table, key, info))} | "
+            f"{cell(info.description or '')} |"
+        )
     return f"## {table.heading}\n\n{table.intro}\n\n" + "\n".join(rows) + "\n"
 
 
@@ -250,16 +265,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.docs", description="Write docs/inventory.md from the settings models."
     )
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 when the committed file differs")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the committed file differs"
+    )
     args = parser.parse_args(argv)
     text = inventory_reference()
     name = TARGET.relative_to(ROOT)
     if args.check:
         current = TARGET.read_text(encoding="utf-8") if TARGET.is_file() else None
         if current != text:
-            print(f"{name} differs from what the settings models generate; run "
-                  "python -m tools.docs and commit the result", file=sys.stderr)
+            print(
+                f"{name} differs from what the settings models generate; run "
+                "python -m tools.docs and commit the result",
+                file=sys.stderr,
+            )
             return 1
         print(f"{name} is up to date")
         return 0

@@ -38,20 +38,28 @@ HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~
 
 
 def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
-    command = StringCommand(ENGINE_HEALTH, "--port", str(port), "--unit", unit,
-                            "--timeout", str(timeout))
+    command = StringCommand(
+        ENGINE_HEALTH, "--port", str(port), "--unit", unit, "--timeout", str(timeout)
+    )
     ok, output = host.run_shell_command(command, _sudo=True)
     if not ok:
         found = diagnose(output.output)
         known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
-            "\n  no known GB10 failure signature matched; the journal lines are above")
+            "\n  no known GB10 failure signature matched; the journal lines are above"
+        )
         raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}")
     logger.info(f"{host.print_prefix}{output.stdout.strip().splitlines()[-1]}")
 
 
 @operation()
-def serving(unit: str, port: int, restart: bool = False, follows: bool = False,
-            health: bool = True, timeout: int = HEALTH_TIMEOUT):
+def serving(
+    unit: str,
+    port: int,
+    restart: bool = False,
+    follows: bool = False,
+    health: bool = True,
+    timeout: int = HEALTH_TIMEOUT,
+):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
     not active, then wait (bounded, with progress) until it answers /v1/models and a
@@ -118,8 +126,11 @@ def write_alerts(plan: EnginePlan) -> None:
     values = template_values(plan.alerts, plan.unit, plan.port, host.name)
     paths = (PROMETHEUS_RULES.format(name=plan.name), PROMETHEUS_SCRAPE.format(name=plan.name))
     for path, template in zip(paths, ("prometheus-rules.yml.j2", "prometheus-scrape.yml.j2")):
-        managed_file(name=f"Write {path.rsplit('/', 1)[1]} (Prometheus)", path=path,
-                     content=render(template, alerts=values))
+        managed_file(
+            name=f"Write {path.rsplit('/', 1)[1]} (Prometheus)",
+            path=path,
+            content=render(template, alerts=values),
+        )
 
 
 @deploy("Serve the model with the engine")
@@ -127,22 +138,28 @@ def serve_model() -> None:
     spark: SparkSettings = host.data.spark
     plan: EnginePlan | None = host.data.get("engine_plan")
     state = host_state()
-    managed_file(name="Install spark-engine-health", path=ENGINE_HEALTH,
-                 content=file_text("spark-engine-health"))
-    managed_file(name="Install spark-model-check", path=MODEL_CHECK_BIN,
-                 content=file_text("model_check.py"))
-    managed_file(name="Install spark-ray-wait", path=RAY_WAIT,
-                 content=file_text("spark-ray-wait"))
+    managed_file(
+        name="Install spark-engine-health",
+        path=ENGINE_HEALTH,
+        content=file_text("spark-engine-health"),
+    )
+    managed_file(
+        name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
+    )
+    managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
     planned = {file.path for file in engine_files(plan)}
-    retired(name="Retire engine files no longer planned",
-            paths=sorted(path for path in state.owned if path not in planned))
+    retired(
+        name="Retire engine files no longer planned",
+        paths=sorted(path for path in state.owned if path not in planned),
+    )
     if plan is None:
         return
     env_file = CONTAINER_ENV.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
     env_changed = differs(env_file, env_text)
-    managed_file(name=f"Write the {plan.engine} container environment", path=env_file,
-                 content=env_text)
+    managed_file(
+        name=f"Write the {plan.engine} container environment", path=env_file, content=env_text
+    )
     changed: dict[str, bool] = {}
     unit_ops = []
     for service in plan.services:
@@ -153,8 +170,9 @@ def serve_model() -> None:
         managed_file(
             name=f"Let {spark.user} start, stop, restart and see {service.unit} (sudoers)",
             path=ENGINE_SUDOERS.format(name=service.unit_base),
-            content=render("engine-sudoers.j2", user=spark.user, unit=service.unit,
-                           unit_base=service.unit_base),
+            content=render(
+                "engine-sudoers.j2", user=spark.user, unit=service.unit, unit_base=service.unit_base
+            ),
         )
     systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
     write_alerts(plan)

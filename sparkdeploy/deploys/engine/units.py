@@ -26,15 +26,25 @@ RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minu
 def systemd_word(word: str) -> str:
     """One command-line word as systemd's ExecStart reads it (quotes, % and $ escaped)."""
     word = word.replace("%", "%%").replace("$", "$$")
-    if word and not any(c in word for c in ' "\'\\;\t'):
+    if word and not any(c in word for c in " \"'\\;\t"):
         return word
     return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
     """The `docker run` command line of a service with a container of its own."""
-    words = [DOCKER, "run", "--name", service.container, "--gpus", "all", "--network", "host",
-             "--ipc", "host"]
+    words = [
+        DOCKER,
+        "run",
+        "--name",
+        service.container,
+        "--gpus",
+        "all",
+        "--network",
+        "host",
+        "--ipc",
+        "host",
+    ]
     for env_file in env_files:
         words += ["--env-file", env_file]
     for folder in plan.mounts:
@@ -73,8 +83,7 @@ def description(plan: EnginePlan, service: EngineService) -> str:
     }[service.role]
 
 
-def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings,
-              env_file: str) -> str:
+def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings, env_file: str) -> str:
     """The systemd unit of one service of the plan."""
     multinode = plan.nodes > 1
     env_files = [HF_ENV_FILE, *([NCCL_ENV] if multinode else []), env_file]

@@ -12,8 +12,7 @@ from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, REBOOT_PENDING, RUN_DIR
 from sparkdeploy.facts.preflight import preflight
 
 REASON = (
-    f"{DRM_OVERRIDE_CONF} was removed; CUDA sees only about 62 GB of memory until the "
-    "Spark reboots"
+    f"{DRM_OVERRIDE_CONF} was removed; CUDA sees only about 62 GB of memory until the Spark reboots"
 )
 
 

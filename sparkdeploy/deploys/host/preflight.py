@@ -36,6 +36,9 @@ def check_spark() -> None:
     facts = preflight()
     problems = gpu_refusals(facts, spark)
     if problems:
-        refuse(problems, fix=f"If this host is fit anyway, set allow_non_gb10: true for "
-               f"{host.name} in the inventory.")
+        refuse(
+            problems,
+            fix=f"If this host is fit anyway, set allow_non_gb10: true for "
+            f"{host.name} in the inventory.",
+        )
     logger.info(f"{host.print_prefix}preflight: {summary(facts)}")

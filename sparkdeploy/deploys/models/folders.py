@@ -78,7 +78,9 @@ def model_folder(
     )
     if base_repo:
         wanted = REPAIRABLE if needs_tokenizer else REPAIRABLE[:1]
-        checks = "; ".join(f'[ -s {q_folder}/{name} ] || missing="$missing {name}"' for name in wanted)
+        checks = "; ".join(
+            f'[ -s {q_folder}/{name} ] || missing="$missing {name}"' for name in wanted
+        )
         yield (
             f'missing=""; {checks}; [ -z "$missing" ] || '
             f"{as_user} {shlex.quote(base_repo)} $missing --local-dir {q_folder} --quiet"

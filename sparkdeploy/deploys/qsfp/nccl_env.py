@@ -36,8 +36,11 @@ def nccl_env(place: Place, found: list[RailGid]) -> str:
                 "environment is written only from a passed QSFP proof, which finds one on "
                 "every rail"
             )
-        rails.append(EnvRail(rail.interface, rail.address, rail.ip, rail.peer_ip, gid.dev,
-                             gid.port, gid.index))
+        rails.append(
+            EnvRail(
+                rail.interface, rail.address, rail.ip, rail.peer_ip, gid.dev, gid.port, gid.index
+            )
+        )
     return render(
         "nccl.env.j2",
         host=place.name,

@@ -78,12 +78,15 @@ def read_mtus(target: Host) -> dict[str, int]:
 
 def summary(found: list[RailGid], peer: Host | None) -> str:
     partner = f", jumbo path to {peer.name} proven" if peer else ""
-    return "; ".join(
-        f"rail {number} {rail.interface} {rail.ip}: RoCE v2 GID index {rail.gid.index} on "
-        f"{rail.gid.dev} port {rail.gid.port}"
-        for number, rail in enumerate(found, start=1)
-        if rail.gid
-    ) + partner
+    return (
+        "; ".join(
+            f"rail {number} {rail.interface} {rail.ip}: RoCE v2 GID index {rail.gid.index} on "
+            f"{rail.gid.dev} port {rail.gid.port}"
+            for number, rail in enumerate(found, start=1)
+            if rail.gid
+        )
+        + partner
+    )
 
 
 def record(target: Host, found: list[RailGid]) -> None:
@@ -168,12 +171,15 @@ def prove_qsfp_path() -> None:
         return
     peer = peer_of(host)
     if peer is not None and not peer.connected:
-        refuse([f"its peer {peer.name} did not connect, so the QSFP path between them "
-                "cannot be proven"], fix="Run again when both answer.",
-               lead=f"{host.name}: the QSFP path is not proven")
+        refuse(
+            [
+                f"its peer {peer.name} did not connect, so the QSFP path between them "
+                "cannot be proven"
+            ],
+            fix="Run again when both answer.",
+            lead=f"{host.name}: the QSFP path is not proven",
+        )
     prove_first = changes_planned(host) or (peer is not None and changes_planned(peer))
     if not prove_first:
         prove_at_planning()
-    engine_environment(
-        name=f"Write {NCCL_ENV} from what the proof found", prove_first=prove_first
-    )
+    engine_environment(name=f"Write {NCCL_ENV} from what the proof found", prove_first=prove_first)

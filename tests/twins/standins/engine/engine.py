@@ -56,11 +56,23 @@ BOOLEAN_FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-metrics"}
 BOOLEAN_PREFIXES = ("--enable-", "--disable-", "--no-")
 # Options taking several values (nargs="+"/"*"), as vLLM 0.33.0's parser declares them.
 MULTI_VALUE_FLAGS = {
-    "vllm": {"--allowed-media-domains", "--api-key", "--collect-detailed-traces",
-             "--cpu-offload-params", "--cudagraph-capture-sizes", "--ignore-patterns",
-             "--kv-cache-dtype-skip-layers", "--logits-processors", "--lora-modules",
-             "--lora-target-modules", "--numa-bind-cpus", "--numa-bind-nodes",
-             "--offload-params", "--served-model-name", "--sleep-preserve-parameter-names"},
+    "vllm": {
+        "--allowed-media-domains",
+        "--api-key",
+        "--collect-detailed-traces",
+        "--cpu-offload-params",
+        "--cudagraph-capture-sizes",
+        "--ignore-patterns",
+        "--kv-cache-dtype-skip-layers",
+        "--logits-processors",
+        "--lora-modules",
+        "--lora-target-modules",
+        "--numa-bind-cpus",
+        "--numa-bind-nodes",
+        "--offload-params",
+        "--served-model-name",
+        "--sleep-preserve-parameter-names",
+    },
     "sglang": set(),
 }
 TOKEN = "OK"  # the one token every completion returns
@@ -69,41 +81,115 @@ TOKEN = "OK"  # the one token every completion returns
 METRICS = {
     "sglang": (
         ("sglang:num_running_reqs", "gauge", "The number of running requests.", "scheduler", None),
-        ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
-         "scheduler", None),
-        ("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", "scheduler", None),
+        (
+            "sglang:num_queue_reqs",
+            "gauge",
+            "The number of requests in the waiting queue.",
+            "scheduler",
+            None,
+        ),
+        (
+            "sglang:gen_throughput",
+            "gauge",
+            "The generation throughput (token/s).",
+            "scheduler",
+            None,
+        ),
         ("sglang:token_usage", "gauge", "The token usage.", "scheduler", None),
         ("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", "scheduler", None),
-        ("sglang:spec_accept_length", "gauge", "Mean acceptance length of speculative decoding "
-         "(accepted drafts + bonus token per forward).", "scheduler", "spec_accept_length"),
-        ("sglang:spec_accept_rate", "gauge", "Speculative acceptance rate "
-         "(`accepted drafts / proposed drafts` in batch).", "scheduler", None),
-        ("sglang:prompt_tokens", "counter", "Number of prefill tokens processed.", "tokenizer",
-         "prompt_tokens"),
-        ("sglang:generation_tokens", "counter", "Number of generation tokens processed.",
-         "tokenizer", "generation_tokens"),
-        ("sglang:num_requests", "counter", "Number of requests processed.", "tokenizer", "requests"),
+        (
+            "sglang:spec_accept_length",
+            "gauge",
+            "Mean acceptance length of speculative decoding "
+            "(accepted drafts + bonus token per forward).",
+            "scheduler",
+            "spec_accept_length",
+        ),
+        (
+            "sglang:spec_accept_rate",
+            "gauge",
+            "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+            "scheduler",
+            None,
+        ),
+        (
+            "sglang:prompt_tokens",
+            "counter",
+            "Number of prefill tokens processed.",
+            "tokenizer",
+            "prompt_tokens",
+        ),
+        (
+            "sglang:generation_tokens",
+            "counter",
+            "Number of generation tokens processed.",
+            "tokenizer",
+            "generation_tokens",
+        ),
+        (
+            "sglang:num_requests",
+            "counter",
+            "Number of requests processed.",
+            "tokenizer",
+            "requests",
+        ),
     ),
     "vllm": (
-        ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-         "engine", None),
-        ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
-         "engine", None),
-        ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-         "engine", None),
-        ("vllm:prompt_tokens", "counter", "Number of prefill tokens processed.", "engine",
-         "prompt_tokens"),
-        ("vllm:generation_tokens", "counter", "Number of generation tokens processed.", "engine",
-         "generation_tokens"),
-        ("vllm:request_success", "counter", "Count of successfully processed requests.",
-         "finished", None),
+        (
+            "vllm:num_requests_running",
+            "gauge",
+            "Number of requests in model execution batches.",
+            "engine",
+            None,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Number of requests waiting to be processed.",
+            "engine",
+            None,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "gauge",
+            "KV-cache usage. 1 means 100 percent usage.",
+            "engine",
+            None,
+        ),
+        (
+            "vllm:prompt_tokens",
+            "counter",
+            "Number of prefill tokens processed.",
+            "engine",
+            "prompt_tokens",
+        ),
+        (
+            "vllm:generation_tokens",
+            "counter",
+            "Number of generation tokens processed.",
+            "engine",
+            "generation_tokens",
+        ),
+        (
+            "vllm:request_success",
+            "counter",
+            "Count of successfully processed requests.",
+            "finished",
+            None,
+        ),
     ),
 }
 # vLLM registers these only when speculative decoding is configured; SGLang always has its own.
 SPEC_METRICS = (
     ("vllm:spec_decode_num_drafts", "counter", "Number of spec decoding drafts.", "engine", None),
     ("vllm:spec_decode_num_draft_tokens", "counter", "Number of draft tokens.", "engine", None),
-    ("vllm:spec_decode_num_accepted_tokens", "counter", "Number of accepted tokens.", "engine", None),
+    (
+        "vllm:spec_decode_num_accepted_tokens",
+        "counter",
+        "Number of accepted tokens.",
+        "engine",
+        None,
+    ),
 )
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 RAY_PG_WAIT_S = 1800  # vLLM's PG_WAIT_TIMEOUT
@@ -119,8 +205,12 @@ def recognize(argv: list[str]) -> tuple[str, list[str], bool] | None:
     program = os.path.basename(argv[0])
     if program in PROGRAMS and argv[1:2] == ["serve"]:
         return program, argv[2:], True
-    if (re.fullmatch(r"python(3(\.\d+)?)?", program) and argv[1:2] == ["-m"] and len(argv) > 2
-            and argv[2] in MODULES):
+    if (
+        re.fullmatch(r"python(3(\.\d+)?)?", program)
+        and argv[1:2] == ["-m"]
+        and len(argv) > 2
+        and argv[2] in MODULES
+    ):
         return MODULES[argv[2]], argv[3:], False
     return None
 
@@ -153,7 +243,9 @@ def host_path(container_path: str) -> Path:
     """Where a path inside the container is on this host: through the longest bind mount."""
     mounts = json.loads(os.environ.get("SPARK_TWIN_MOUNTS", "[]"))
     for destination, source in sorted(mounts, key=lambda m: len(m[0]), reverse=True):
-        if container_path == destination or container_path.startswith(destination.rstrip("/") + "/"):
+        if container_path == destination or container_path.startswith(
+            destination.rstrip("/") + "/"
+        ):
             return Path(source + container_path[len(destination.rstrip("/")) :])
     return Path(container_path)
 
@@ -183,8 +275,10 @@ class Engine:
             line = f"[{time.strftime('%Y-%m-%d %H:%M:%S', now)}{rank}] {message}"
         else:
             where = f" [{source}]" if source else ""
-            line = (f"({process or 'APIServer'} pid={os.getpid()}) INFO "
-                    f"{time.strftime('%m-%d %H:%M:%S', now)}{where} {message}")
+            line = (
+                f"({process or 'APIServer'} pid={os.getpid()}) INFO "
+                f"{time.strftime('%m-%d %H:%M:%S', now)}{where} {message}"
+            )
         print(line, flush=True)
 
     def uvicorn(self, message: str, level: str = "INFO") -> None:
@@ -209,8 +303,12 @@ class Engine:
                 f"vLLM server version {VERSIONS['vllm']}, serving model {self.model}",
                 "startup.py:38",
             )
-            given = {"model": self.model, "host": self.host, "port": self.port,
-                     "served_model_name": self.served_names}
+            given = {
+                "model": self.model,
+                "host": self.host,
+                "port": self.port,
+                "served_model_name": self.served_names,
+            }
             defaults = dict(zip(("host", "port"), DEFAULTS["vllm"]), served_model_name=[self.model])
             shown = {k: v for k, v in given.items() if defaults.get(k) != v}
             self.log(f"non-default args: {shown}", "startup.py:96")
@@ -220,8 +318,10 @@ class Engine:
         folder = host_path(self.model)
         if not (folder / "config.json").is_file():
             if self.kind == "sglang":
-                return [f"ValueError: Unrecognized model in {self.model}. "
-                        "Should have a `model_type` key in its config.json."]
+                return [
+                    f"ValueError: Unrecognized model in {self.model}. "
+                    "Should have a `model_type` key in its config.json."
+                ]
             return [
                 f"ValueError: Invalid repository ID or local directory specified: '{self.model}'.",
                 "Please verify the following requirements:",
@@ -235,43 +335,58 @@ class Engine:
         config = json.loads((folder / "config.json").read_text())
         text = config.get("text_config") or {}
         self.context_len = config.get("max_position_embeddings") or text.get(
-            "max_position_embeddings", 32768)
+            "max_position_embeddings", 32768
+        )
         return None
 
     def start_loading(self) -> None:
         if self.kind == "sglang":
             self.log("Load weight begin. avail mem=119.62 GB", process="TP0")
         else:
-            self.log(f"Starting to load model {self.model}...", "gpu_model_runner.py:4978",
-                     "EngineCore")
+            self.log(
+                f"Starting to load model {self.model}...", "gpu_model_runner.py:4978", "EngineCore"
+            )
 
     def ready_lines(self, startup_s: float) -> None:
         if self.kind == "sglang":
-            self.log(f"Load weight end. elapsed={startup_s:.2f} s, avail mem=52.31 GB",
-                     process="TP0")
+            self.log(
+                f"Load weight end. elapsed={startup_s:.2f} s, avail mem=52.31 GB", process="TP0"
+            )
         else:
-            self.log(f"Model loading took 66.42 GiB memory and {startup_s:.6f} seconds",
-                     "gpu_model_runner.py:5088", "EngineCore")
+            self.log(
+                f"Model loading took 66.42 GiB memory and {startup_s:.6f} seconds",
+                "gpu_model_runner.py:5088",
+                "EngineCore",
+            )
             self.log("Supported tasks: ['generate']", "entry.py:135")
             self.log(f"Starting vLLM server on http://{self.host}:{self.port}", "entry.py:139")
             self.log("Available routes are:", "launcher.py:188")
-            for path, method in (("/v1/models", "GET"), ("/v1/chat/completions", "POST"),
-                                 ("/health", "GET"), ("/metrics", "GET")):
+            for path, method in (
+                ("/v1/models", "GET"),
+                ("/v1/chat/completions", "POST"),
+                ("/health", "GET"),
+                ("/metrics", "GET"),
+            ):
                 self.log(f"Route: {path}, Methods: {method}", "launcher.py:197")
         self.uvicorn(f"Started server process [{os.getpid()}]")
         self.uvicorn("Waiting for application startup.")
         self.uvicorn("Application startup complete.")
         if self.kind == "sglang":
-            self.uvicorn(f"Uvicorn running on http://{self.host}:{self.port} (Press CTRL+C to quit)")
+            self.uvicorn(
+                f"Uvicorn running on http://{self.host}:{self.port} (Press CTRL+C to quit)"
+            )
             for request in ("GET /model_info", "POST /generate"):  # SGLang's warmup
                 port = random.randint(32768, 60999)
                 self.uvicorn(f'127.0.0.1:{port} - "{request} HTTP/1.1" 200 OK')
             self.log("The server is fired up and ready to roll!")
 
     def shutdown_lines(self) -> None:
-        for message in ("Shutting down", "Waiting for application shutdown.",
-                        "Application shutdown complete.",
-                        f"Finished server process [{os.getpid()}]"):
+        for message in (
+            "Shutting down",
+            "Waiting for application shutdown.",
+            "Application shutdown complete.",
+            f"Finished server process [{os.getpid()}]",
+        ):
             self.uvicorn(message)
 
     # --- the API -----------------------------------------------------------------------
@@ -279,18 +394,36 @@ class Engine:
     def models(self) -> dict:
         created = int(time.time())
         cards: list[dict[str, Any]]
-        cards = [{"id": name, "object": "model", "created": created, "owned_by": self.kind,
-                  "root": name if self.kind == "sglang" else self.model, "parent": None,
-                  "max_model_len": self.context_len}
-                 for name in self.served_names]
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": self.kind,
+                "root": name if self.kind == "sglang" else self.model,
+                "parent": None,
+                "max_model_len": self.context_len,
+            }
+            for name in self.served_names
+        ]
         if self.kind == "vllm":
             for card in cards:
-                card["permission"] = [{
-                    "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission",
-                    "created": created, "allow_create_engine": False, "allow_sampling": True,
-                    "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                    "allow_fine_tuning": False, "organization": "*", "group": None,
-                    "is_blocking": False}]
+                card["permission"] = [
+                    {
+                        "id": f"modelperm-{uuid.uuid4().hex}",
+                        "object": "model_permission",
+                        "created": created,
+                        "allow_create_engine": False,
+                        "allow_sampling": True,
+                        "allow_logprobs": True,
+                        "allow_search_indices": False,
+                        "allow_view": True,
+                        "allow_fine_tuning": False,
+                        "organization": "*",
+                        "group": None,
+                        "is_blocking": False,
+                    }
+                ]
         return {"object": "list", "data": cards}
 
     def chat(self, request: dict) -> tuple[int, dict]:
@@ -298,20 +431,33 @@ class Engine:
         if self.kind == "vllm" and model not in self.served_names:
             return 404, self.error(
                 f"The model `{model}` does not exist. "
-                f"Valid aliases: {', '.join(self.served_names)}.", "NotFoundError", 404, "model")
+                f"Valid aliases: {', '.join(self.served_names)}.",
+                "NotFoundError",
+                404,
+                "model",
+            )
         limit = request.get("max_completion_tokens") or request.get("max_tokens")
         if limit is not None and (not isinstance(limit, int) or limit < 1):
-            return 400, self.error(f"max_tokens must be at least 1, got {limit}.",
-                                   "BadRequestError", 400, "max_tokens")
+            return 400, self.error(
+                f"max_tokens must be at least 1, got {limit}.", "BadRequestError", 400, "max_tokens"
+            )
         messages = request.get("messages") or []
         prompt = sum(len(str(m.get("content", "")).split()) for m in messages) + 4
         finish = "length" if limit == 1 else "stop"
         with self.lock:
-            for key, value in (("requests", 1), ("prompt_tokens", prompt),
-                               ("generation_tokens", 1), (f"finished_{finish}", 1)):
+            for key, value in (
+                ("requests", 1),
+                ("prompt_tokens", prompt),
+                ("generation_tokens", 1),
+                (f"finished_{finish}", 1),
+            ):
                 self.counts[key] = self.counts.get(key, 0) + value
-        message = {"role": "assistant", "content": TOKEN, "reasoning_content": None,
-                   "tool_calls": None}
+        message = {
+            "role": "assistant",
+            "content": TOKEN,
+            "reasoning_content": None,
+            "tool_calls": None,
+        }
         choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
         if self.kind == "sglang":
             choice["matched_stop"] = None
@@ -320,16 +466,28 @@ class Engine:
             choice["stop_reason"] = None
             reply_id = f"chatcmpl-{uuid.uuid4().hex}"
         return 200, {
-            "id": reply_id, "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [choice],
-            "usage": {"prompt_tokens": prompt, "total_tokens": prompt + 1,
-                      "completion_tokens": 1, "prompt_tokens_details": None},
+            "id": reply_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": prompt,
+                "total_tokens": prompt + 1,
+                "completion_tokens": 1,
+                "prompt_tokens_details": None,
+            },
         }
 
     def error(self, message: str, kind: str, code: int, param: str | None = None) -> dict:
         if self.kind == "sglang":
-            return {"object": "error", "message": message, "type": "BadRequest",
-                    "param": param, "code": code}
+            return {
+                "object": "error",
+                "message": message,
+                "type": "BadRequest",
+                "param": param,
+                "code": code,
+            }
         return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
     def metrics_text(self) -> str:
@@ -338,20 +496,29 @@ class Engine:
             counts = dict(self.counts, spec_accept_length=1 if self.speculative else 0)
         name = self.served_names[0]
         labels = {
-            "scheduler": {"model_name": name, "engine_type": "unified", "tp_rank": "0",
-                          "pp_rank": "0", "moe_ep_rank": "0"},
+            "scheduler": {
+                "model_name": name,
+                "engine_type": "unified",
+                "tp_rank": "0",
+                "pp_rank": "0",
+                "moe_ep_rank": "0",
+            },
             "tokenizer": {"model_name": name, "engine_type": "unified", "is_streaming": "false"},
             "engine": {"model_name": name, "engine": "0"},
         }
-        rows = METRICS[self.kind] + (SPEC_METRICS if self.kind == "vllm" and self.speculative else ())
+        rows = METRICS[self.kind] + (
+            SPEC_METRICS if self.kind == "vllm" and self.speculative else ()
+        )
         lines = []
         for family, kind, help_text, label_set, key in rows:
             family += "_total" if kind == "counter" else ""
             lines += [f"# HELP {family} {help_text}", f"# TYPE {family} {kind}"]
             samples: list[tuple[dict[str, str], str | None]]
             if label_set == "finished":  # one sample per finish reason
-                samples = [({**labels["engine"], "finished_reason": reason}, f"finished_{reason}")
-                           for reason in FINISH_REASONS]
+                samples = [
+                    ({**labels["engine"], "finished_reason": reason}, f"finished_{reason}")
+                    for reason in FINISH_REASONS
+                ]
             else:
                 samples = [(labels[label_set], key)]
             for sample_labels, sample_key in samples:
@@ -385,11 +552,16 @@ def parse(kind: str, args: list[str], positional_ok: bool) -> Engine:
         speculative = "--speculative-config" in options
     host, port = DEFAULTS[kind]
     ray = kind == "vllm" and value("--distributed-executor-backend") == "ray"
-    return Engine(kind=kind, model=model, host=value("--host", default=host),
-                  port=int(value("--port", default=port)), served_names=served,
-                  metrics=kind == "vllm" or "--enable-metrics" in options,
-                  speculative=speculative,
-                  ray_gpus=int(value("--tensor-parallel-size", default="1")) if ray else 0)
+    return Engine(
+        kind=kind,
+        model=model,
+        host=value("--host", default=host),
+        port=int(value("--port", default=port)),
+        served_names=served,
+        metrics=kind == "vllm" or "--enable-metrics" in options,
+        speculative=speculative,
+        ray_gpus=int(value("--tensor-parallel-size", default="1")) if ray else 0,
+    )
 
 
 def argparse_error(kind: str, message: str):
@@ -425,7 +597,9 @@ class Handler(BaseHTTPRequestHandler):
             if not isinstance(request, dict):
                 raise ValueError("the body must be a JSON object")
         except ValueError as exc:
-            self.reply(400, self.engine.error(f"Invalid request body: {exc}", "BadRequestError", 400))
+            self.reply(
+                400, self.engine.error(f"Invalid request body: {exc}", "BadRequestError", 400)
+            )
             return
         self.reply(*self.engine.chat(request))
 
@@ -448,7 +622,8 @@ class Handler(BaseHTTPRequestHandler):
         status = int(code)
         self.engine.uvicorn(
             f'{client} - "{self.command} {self.path} {self.request_version}" '
-            f"{status} {HTTPStatus(status).phrase}")
+            f"{status} {HTTPStatus(status).phrase}"
+        )
 
     def log_message(self, format: str, *args) -> None:  # errors http.server would print
         pass
@@ -475,28 +650,40 @@ def place_on_ray(engine: Engine, stop: threading.Event) -> bool:
     while not stop.is_set():
         gpus = ray.cluster_gpus()
         if gpus is None:
-            print("Traceback (most recent call last):", ray.NO_CLUSTER, sep="\n",
-                  file=sys.stderr, flush=True)
+            print(
+                "Traceback (most recent call last):",
+                ray.NO_CLUSTER,
+                sep="\n",
+                file=sys.stderr,
+                flush=True,
+            )
             return False
         if gpus >= engine.ray_gpus:
-            engine.log(f"Connected to Ray cluster with {gpus} GPUs", "ray_utils.py:364",
-                       "EngineCore")
+            engine.log(
+                f"Connected to Ray cluster with {gpus} GPUs", "ray_utils.py:364", "EngineCore"
+            )
             return True
         waited = time.monotonic() - started
         if waited > RAY_PG_WAIT_S:
-            print(f"ValueError: Cannot provide a placement group of placement_group_specs="
-                  f"{ray_specs(engine)} within {RAY_PG_WAIT_S} seconds. See `ray status` and "
-                  "`ray list nodes` to make sure the cluster has enough resources.",
-                  file=sys.stderr, flush=True)
+            print(
+                f"ValueError: Cannot provide a placement group of placement_group_specs="
+                f"{ray_specs(engine)} within {RAY_PG_WAIT_S} seconds. See `ray status` and "
+                "`ray list nodes` to make sure the cluster has enough resources.",
+                file=sys.stderr,
+                flush=True,
+            )
             return False
         if waited >= logged + RAY_LOG_EVERY_S:
             logged = waited
-            engine.log(f"Waiting for creating a placement group of specs for {int(waited)} "
-                       f"seconds. specs={ray_specs(engine)}. Check `ray status` and `ray list "
-                       "nodes` to see if you have enough resources, and make sure the IP addresses "
-                       "used by ray cluster are the same as VLLM_HOST_IP environment variable "
-                       "specified in each node if you are running on a multi-node.",
-                       "ray_utils.py:286", "EngineCore")
+            engine.log(
+                f"Waiting for creating a placement group of specs for {int(waited)} "
+                f"seconds. specs={ray_specs(engine)}. Check `ray status` and `ray list "
+                "nodes` to see if you have enough resources, and make sure the IP addresses "
+                "used by ray cluster are the same as VLLM_HOST_IP environment variable "
+                "specified in each node if you are running on a multi-node.",
+                "ray_utils.py:286",
+                "EngineCore",
+            )
         stop.wait(0.5)
     return False
 
@@ -511,9 +698,12 @@ def watch_ray(engine: Engine, lost: threading.Event, on_lost) -> None:
     while not lost.wait(1):
         gpus = ray.cluster_gpus()
         if gpus is None or gpus < engine.ray_gpus:
-            print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing "
-                  "this task. The actor's node was lost (RayWorkerWrapper).",
-                  file=sys.stderr, flush=True)
+            print(
+                "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing "
+                "this task. The actor's node was lost (RayWorkerWrapper).",
+                file=sys.stderr,
+                flush=True,
+            )
             lost.set()
             on_lost()
 
@@ -550,15 +740,19 @@ def serve(engine: Engine) -> int:
     try:
         server.append(ThreadingHTTPServer((engine.host, engine.port), Handler))
     except OSError as exc:  # the port is taken
-        engine.uvicorn(f"[Errno {exc.errno}] error while attempting to bind on address "
-                       f"('{engine.host}', {engine.port}): {str(exc.strerror).lower()}", "ERROR")
+        engine.uvicorn(
+            f"[Errno {exc.errno}] error while attempting to bind on address "
+            f"('{engine.host}', {engine.port}): {str(exc.strerror).lower()}",
+            "ERROR",
+        )
         return 1
     server[0].daemon_threads = True
     engine.ready_lines(startup_s)
     lost = threading.Event()
     if engine.ray_gpus:
-        threading.Thread(target=watch_ray, args=(engine, lost, lambda: on_signal(0, None)),
-                         daemon=True).start()
+        threading.Thread(
+            target=watch_ray, args=(engine, lost, lambda: on_signal(0, None)), daemon=True
+        ).start()
     if not stop.is_set():
         server[0].serve_forever(poll_interval=0.2)
     server[0].server_close()

@@ -34,9 +34,11 @@ from pathlib import Path
 VERSION = "2.51.1"
 STATE = Path(os.environ.get("SPARK_TWIN_RAY_STATE", "/tmp/ray")) / "spark-twin-cluster.json"
 CONNECT_TIMEOUT_S = 10.0  # a worker's attempts to reach the head's GCS
-NO_CLUSTER = ("ConnectionError: Could not find any running Ray instance. Please specify the "
-              "one to connect to by setting `--address` flag or `RAY_ADDRESS` environment "
-              "variable.")
+NO_CLUSTER = (
+    "ConnectionError: Could not find any running Ray instance. Please specify the "
+    "one to connect to by setting `--address` flag or `RAY_ADDRESS` environment "
+    "variable."
+)
 
 
 def node_gpus() -> int:
@@ -88,7 +90,8 @@ def status_text(state: dict) -> str:
     cpus = float(len(state["nodes"]) * 20)
     active = "".join(f" 1 node_{node['id']}\n" for node in state["nodes"])
     failures = "".join(f" node_{node_id} (lost)\n" for node_id in state["lost"]) or (
-        " (no failures)\n")
+        " (no failures)\n"
+    )
     rule = "-" * 63
     return (
         f"======== Autoscaler status: {datetime.now().isoformat(sep=' ')} ========\n"
@@ -116,8 +119,16 @@ class Head:
         STATE.parent.mkdir(parents=True, exist_ok=True)
         temporary = STATE.with_suffix(f".{os.getpid()}.tmp")
         with self.lock:
-            temporary.write_text(json.dumps({"pid": os.getpid(), "address": self.address,
-                                             "nodes": self.nodes, "lost": self.lost}))
+            temporary.write_text(
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "address": self.address,
+                        "nodes": self.nodes,
+                        "lost": self.lost,
+                    }
+                )
+            )
         os.replace(temporary, STATE)
 
     def serve(self) -> None:
@@ -151,15 +162,24 @@ class Head:
 
 
 def started(ip: str, head_address: str | None) -> None:
-    print(f"Local node IP: {ip}\n\n--------------------\nRay runtime started.\n"
-          "--------------------\n", flush=True)
+    print(
+        f"Local node IP: {ip}\n\n--------------------\nRay runtime started.\n"
+        "--------------------\n",
+        flush=True,
+    )
     if head_address:
-        print(f"Next steps\n  To add another node to this Ray cluster, run\n"
-              f"    ray start --address='{head_address}'\n", flush=True)
-    print("--block\n  This command will now block forever until terminated by a signal.\n"
-          "  Running subprocesses are monitored and a message will be printed if any of them "
-          "terminate unexpectedly. Subprocesses exit with SIGTERM will be treated as graceful, "
-          "thus NOT reported.", flush=True)
+        print(
+            f"Next steps\n  To add another node to this Ray cluster, run\n"
+            f"    ray start --address='{head_address}'\n",
+            flush=True,
+        )
+    print(
+        "--block\n  This command will now block forever until terminated by a signal.\n"
+        "  Running subprocesses are monitored and a message will be printed if any of them "
+        "terminate unexpectedly. Subprocesses exit with SIGTERM will be treated as graceful, "
+        "thus NOT reported.",
+        flush=True,
+    )
 
 
 def start_head(ip: str, port: int) -> int:
@@ -168,6 +188,7 @@ def start_head(ip: str, port: int) -> int:
     except OSError as error:
         print(f"ValueError: Failed to bind to {ip}:{port}: {error.strerror}", file=sys.stderr)
         return 1
+
     def stop(*_: object) -> None:
         head.close()
         sys.exit(0)
@@ -192,8 +213,11 @@ def join(address: str) -> socket.socket | None:
 def start_worker(ip: str, address: str) -> int:
     connection = join(address)
     if connection is None:
-        print(f"ConnectionError: Failed to connect to GCS at address {address} within "
-              f"{CONNECT_TIMEOUT_S:.0f} seconds.", file=sys.stderr)
+        print(
+            f"ConnectionError: Failed to connect to GCS at address {address} within "
+            f"{CONNECT_TIMEOUT_S:.0f} seconds.",
+            file=sys.stderr,
+        )
         return 1
     connection.settimeout(None)
     connection.sendall(json.dumps(new_node(ip, node_gpus(), head=False)).encode() + b"\n")
@@ -214,9 +238,12 @@ def start_worker(ip: str, address: str) -> int:
     threading.Thread(target=heartbeat, daemon=True).start()
     while connection.recv(1):  # the head never writes again: this returns when it goes
         pass
-    print("Some Ray subprocesses exited unexpectedly:\n  raylet [exit code=1]\n"
-          f"Remaining processes will be killed.\n(the GCS at {address} went away)",
-          file=sys.stderr, flush=True)
+    print(
+        "Some Ray subprocesses exited unexpectedly:\n  raylet [exit code=1]\n"
+        f"Remaining processes will be killed.\n(the GCS at {address} went away)",
+        file=sys.stderr,
+        flush=True,
+    )
     return 1
 
 

@@ -85,7 +85,12 @@ class RepoFile:
 
     def tree_entry(self) -> dict[str, Any]:
         """The file as the tree API lists it."""
-        entry: dict[str, Any] = {"type": "file", "oid": self.oid, "size": self.size, "path": self.path}
+        entry: dict[str, Any] = {
+            "type": "file",
+            "oid": self.oid,
+            "size": self.size,
+            "path": self.path,
+        }
         if self.sha256 is not None:
             entry["lfs"] = {"oid": self.sha256, "size": self.size, "pointerSize": self.pointer_size}
         return entry
@@ -96,7 +101,11 @@ class RepoFile:
         if blobs:
             sibling.update(size=self.size, blobId=self.oid)
             if self.sha256 is not None:
-                sibling["lfs"] = {"sha256": self.sha256, "size": self.size, "pointerSize": self.pointer_size}
+                sibling["lfs"] = {
+                    "sha256": self.sha256,
+                    "size": self.size,
+                    "pointerSize": self.pointer_size,
+                }
         return sibling
 
 
@@ -116,7 +125,9 @@ class Snapshot:
 
     def folders(self) -> list[str]:
         """Every folder that holds a file, parents included, sorted."""
-        return sorted({path.rsplit("/", n)[0] for path in self.files for n in range(1, path.count("/") + 1)})
+        return sorted(
+            {path.rsplit("/", n)[0] for path in self.files for n in range(1, path.count("/") + 1)}
+        )
 
     def tree(self, folder: str, recursive: bool) -> list[dict[str, Any]] | None:
         """Entries under `folder` ('' for the root), or None when no such folder exists."""
@@ -125,15 +136,22 @@ class Snapshot:
         prefix = f"{folder}/" if folder else ""
 
         def listed(path: str) -> bool:
-            return path.startswith(prefix) and (recursive or "/" not in path[len(prefix):])
+            return path.startswith(prefix) and (recursive or "/" not in path[len(prefix) :])
 
         entries = [self._folder_entry(path) for path in self.folders() if listed(path)]
         entries += [f.tree_entry() for f in self.files.values() if listed(f.path)]
         return sorted(entries, key=lambda entry: entry["path"])
 
     def _folder_entry(self, folder: str) -> dict[str, Any]:
-        inside = "".join(f"{f.oid} {f.path}\n" for f in self.files.values() if f.path.startswith(f"{folder}/"))
-        return {"type": "directory", "oid": hashlib.sha1(inside.encode()).hexdigest(), "size": 0, "path": folder}
+        inside = "".join(
+            f"{f.oid} {f.path}\n" for f in self.files.values() if f.path.startswith(f"{folder}/")
+        )
+        return {
+            "type": "directory",
+            "oid": hashlib.sha1(inside.encode()).hexdigest(),
+            "size": 0,
+            "path": folder,
+        }
 
 
 class Store:
@@ -159,7 +177,9 @@ class Store:
             path = disk.relative_to(folder).as_posix()
             if path != GATE_FILE:
                 files[path] = self._repo_file(disk, path, _is_lfs(path, lfs_patterns))
-        modified = max((f.disk.stat().st_mtime for f in files.values()), default=folder.stat().st_mtime)
+        modified = max(
+            (f.disk.stat().st_mtime for f in files.values()), default=folder.stat().st_mtime
+        )
         gate = gate_file.read_text().strip() if gate_file.is_file() else None
         return Snapshot(repo_id, files, gate, modified)
 
@@ -208,14 +228,20 @@ def _lfs_patterns(gitattributes: Path) -> list[str]:
     if not gitattributes.is_file():
         return []
     lines = (line.split() for line in gitattributes.read_text().splitlines())
-    return [words[0] for words in lines if words and not words[0].startswith("#") and "filter=lfs" in words[1:]]
+    return [
+        words[0]
+        for words in lines
+        if words and not words[0].startswith("#") and "filter=lfs" in words[1:]
+    ]
 
 
 def _is_lfs(path: str, patterns: list[str]) -> bool:
     """Git's rule: a pattern without a slash matches the file name, one with a slash the path."""
     name = path.rsplit("/", 1)[-1]
     return any(
-        fnmatch.fnmatchcase(path, pattern.lstrip("/")) if "/" in pattern else fnmatch.fnmatchcase(name, pattern)
+        fnmatch.fnmatchcase(path, pattern.lstrip("/"))
+        if "/" in pattern
+        else fnmatch.fnmatchcase(name, pattern)
         for pattern in patterns
     )
 
@@ -296,14 +322,18 @@ class Refusal(Exception):
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     body = json.dumps(data).encode()
-    return Response(status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body)
+    return Response(
+        status, {"Content-Type": "application/json; charset=utf-8", **(headers or {})}, body
+    )
 
 
 def refuse(status: int, message: str, code: str | None = None, **headers: str) -> NoReturn:
     """Refuse as the Hub does: the message in X-Error-Message and a JSON body, the code in X-Error-Code."""
     if code is not None:
         headers["X-Error-Code"] = code
-    raise Refusal(json_response({"error": message}, status, {"X-Error-Message": message, **headers}))
+    raise Refusal(
+        json_response({"error": message}, status, {"X-Error-Message": message, **headers})
+    )
 
 
 def file_response(file: RepoFile, request: Request, headers: dict[str, str]) -> Response:
@@ -374,25 +404,46 @@ class Hub:
         if token is None:
             refuse(401, "Invalid username or password.")
         digest = hashlib.sha256(token.encode()).hexdigest()
-        return json_response({
-            "type": "user", "id": digest[:24], "name": "spark-twin", "fullname": "Spark twin",
-            "isPro": False, "canPay": False, "orgs": [],
-            "auth": {"type": "access_token", "accessToken": {"displayName": f"twin-{digest[:8]}", "role": "read"}},
-        })
+        return json_response(
+            {
+                "type": "user",
+                "id": digest[:24],
+                "name": "spark-twin",
+                "fullname": "Spark twin",
+                "isPro": False,
+                "canPay": False,
+                "orgs": [],
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": f"twin-{digest[:8]}", "role": "read"},
+                },
+            }
+        )
 
     def model_info(self, request: Request, repo_id: str, revision: str) -> Response:
         """GET /api/models/{repo}[/revision/{rev}]: public, gated repos too."""
         snapshot = self._repo(request, repo_id, revision)
         stamp = datetime.fromtimestamp(snapshot.modified, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         blobs = request.flag("blobs")
-        return json_response({
-            "id": repo_id, "modelId": repo_id, "author": repo_id.split("/")[0], "sha": snapshot.sha,
-            "lastModified": stamp, "createdAt": stamp, "private": False, "disabled": False,
-            "gated": "manual" if snapshot.gate is not None else False,
-            "downloads": 0, "likes": 0, "tags": [], "spaces": [],
-            "siblings": [f.sibling(blobs) for f in snapshot.files.values()],
-            "usedStorage": sum(f.size for f in snapshot.files.values()),
-        })
+        return json_response(
+            {
+                "id": repo_id,
+                "modelId": repo_id,
+                "author": repo_id.split("/")[0],
+                "sha": snapshot.sha,
+                "lastModified": stamp,
+                "createdAt": stamp,
+                "private": False,
+                "disabled": False,
+                "gated": "manual" if snapshot.gate is not None else False,
+                "downloads": 0,
+                "likes": 0,
+                "tags": [],
+                "spaces": [],
+                "siblings": [f.sibling(blobs) for f in snapshot.files.values()],
+                "usedStorage": sum(f.size for f in snapshot.files.values()),
+            }
+        )
 
     def tree(self, request: Request, repo_id: str, revision: str, folder: str) -> Response:
         """GET /api/models/{repo}/tree/{rev}[/{folder}]: public, paginated by an opaque cursor."""
@@ -404,8 +455,12 @@ class Hub:
         end = start + self.page_size
         headers = {}
         if end < len(entries):
-            query = [(key, value) for key, value in request.query if key != "cursor"] + [("cursor", _cursor(end))]
-            headers["Link"] = f'<{request.base_url}{request.raw_path}?{urlencode(query)}>; rel="next"'
+            query = [(key, value) for key, value in request.query if key != "cursor"] + [
+                ("cursor", _cursor(end))
+            ]
+            headers["Link"] = (
+                f'<{request.base_url}{request.raw_path}?{urlencode(query)}>; rel="next"'
+            )
         return json_response(entries[start:end], headers=headers)
 
     def resolve(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
@@ -420,10 +475,15 @@ class Hub:
             headers["Content-Disposition"] = disposition("inline", path)
             return file_response(file, request, headers)
         location = self._cdn_url(request, repo_id, file.sha256)
-        headers.update({
-            "Location": location, "X-Linked-Etag": f'"{file.sha256}"', "X-Linked-Size": str(file.size),
-            "Content-Type": "text/plain; charset=utf-8", "Accept-Ranges": "bytes",
-        })
+        headers.update(
+            {
+                "Location": location,
+                "X-Linked-Etag": f'"{file.sha256}"',
+                "X-Linked-Size": str(file.size),
+                "Content-Type": "text/plain; charset=utf-8",
+                "Accept-Ranges": "bytes",
+            }
+        )
         return Response(302, headers, f"Found. Redirecting to {location}".encode())
 
     def cdn_request(self, request: Request) -> Response:
@@ -431,11 +491,14 @@ class Hub:
         match request.segments:
             case ["repos", org, name, sha256] if self._signed(request):
                 snapshot = self.store.snapshot(f"{org}/{name}")
-                files = [f for f in snapshot.files.values() if f.sha256 == sha256] if snapshot else []
+                files = (
+                    [f for f in snapshot.files.values() if f.sha256 == sha256] if snapshot else []
+                )
                 if not files:
                     raise Refusal(_s3_error(404, "NoSuchKey", "The specified key does not exist."))
                 headers = {
-                    "Content-Type": "application/octet-stream", "ETag": f'"{sha256}"',
+                    "Content-Type": "application/octet-stream",
+                    "ETag": f'"{sha256}"',
                     "Content-Disposition": disposition("attachment", files[0].path),
                 }
                 return file_response(files[0], request, headers)
@@ -451,10 +514,18 @@ class Hub:
             refuse(404, "Repository not found", "RepoNotFound")
         if gated and snapshot.gate is not None and token != snapshot.gate:
             if token is None:
-                refuse(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
-                            "authenticated to access it. Please log in.", "GatedRepo")
-            refuse(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
-                        f"Visit {request.base_url}/{repo_id} to ask for access.", "GatedRepo")
+                refuse(
+                    401,
+                    f"Access to model {repo_id} is restricted. You must have access to it and be "
+                    "authenticated to access it. Please log in.",
+                    "GatedRepo",
+                )
+            refuse(
+                403,
+                f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                f"Visit {request.base_url}/{repo_id} to ask for access.",
+                "GatedRepo",
+            )
         if revision not in (DEFAULT_REVISION, snapshot.sha):
             refuse(404, f"Invalid rev id: {revision}", "RevisionNotFound")
         return snapshot
@@ -524,7 +595,10 @@ class StandInServer(ThreadingHTTPServer):
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks the bound address up in DNS; a twin may have no DNS.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+        self.server_name, self.server_port = (
+            str(self.server_address[0]),
+            int(self.server_address[1]),
+        )
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -541,13 +615,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def _refuse_method(self) -> None:
         self.close_connection = True
-        self._send(Response(405, {"Allow": "GET, HEAD", "Connection": "close"}, b"Method Not Allowed"))
+        self._send(
+            Response(405, {"Allow": "GET, HEAD", "Connection": "close"}, b"Method Not Allowed")
+        )
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse_method
 
     def _serve(self) -> None:
         host = self.server.server_name
-        request = Request(self.command, self.path, self.headers, f"[{host}]" if ":" in host else host)
+        request = Request(
+            self.command, self.path, self.headers, f"[{host}]" if ":" in host else host
+        )
         hub = self.server.hub
         app = hub.hub_request if self.server.role == "hub" else hub.cdn_request
         try:
@@ -591,12 +669,18 @@ class Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A stand-in Hugging Face Hub for the Spark twins.")
-    parser.add_argument("--root", type=Path, required=True, help="folder holding <org>/<name>/ repos")
+    parser.add_argument(
+        "--root", type=Path, required=True, help="folder holding <org>/<name>/ repos"
+    )
     parser.add_argument("--port", type=int, default=5555, help="Hub port (0: any free port)")
-    parser.add_argument("--cdn-port", type=int, help="CDN port for LFS files (default: port+1, or any free port)")
+    parser.add_argument(
+        "--cdn-port", type=int, help="CDN port for LFS files (default: port+1, or any free port)"
+    )
     parser.add_argument("--bind", default="127.0.0.1", help="address both servers listen on")
     parser.add_argument("--log", type=Path, help="request log file (default: stderr)")
-    parser.add_argument("--page-size", type=int, default=1000, help="tree entries per page (the Hub's: 1000)")
+    parser.add_argument(
+        "--page-size", type=int, default=1000, help="tree entries per page (the Hub's: 1000)"
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a folder")
@@ -609,8 +693,11 @@ def main(argv: list[str] | None = None) -> int:
     hub.cdn_port = cdn_server.server_port
     threading.Thread(target=cdn_server.serve_forever, daemon=True).start()
     host = f"[{args.bind}]" if ":" in args.bind else args.bind
-    print(f"fake_hub ready: hub=http://{host}:{hub_server.server_port} "
-          f"cdn=http://{host}:{cdn_server.server_port} root={args.root}", flush=True)
+    print(
+        f"fake_hub ready: hub=http://{host}:{hub_server.server_port} "
+        f"cdn=http://{host}:{cdn_server.server_port} root={args.root}",
+        flush=True,
+    )
     try:
         hub_server.serve_forever()
     except KeyboardInterrupt:

@@ -35,8 +35,19 @@ HIDDEN, LAYERS, VOCAB = 32, 2, 32
 DTYPE_BYTES = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
 # The Hub's default .gitattributes (abridged); Mistral's repos add tokenizer.json to it.
 GITATTRIBUTES = [
-    "*.bin", "*.gguf", "*.h5", "*.msgpack", "*.onnx", "*.ot", "*.pt", "*.pth",
-    "*.safetensors", "*.tar.*", "*.zip", "saved_model/**/*", "*tfevents*",
+    "*.bin",
+    "*.gguf",
+    "*.h5",
+    "*.msgpack",
+    "*.onnx",
+    "*.ot",
+    "*.pt",
+    "*.pth",
+    "*.safetensors",
+    "*.tar.*",
+    "*.zip",
+    "saved_model/**/*",
+    "*tfevents*",
 ]
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
 
@@ -44,7 +55,9 @@ Tensors = dict[str, tuple[str, list[int]]]  # name -> (dtype, shape)
 
 
 def gitattributes(*extra: str) -> str:
-    return "".join(f"{pattern} filter=lfs diff=lfs merge=lfs -text\n" for pattern in [*GITATTRIBUTES, *extra])
+    return "".join(
+        f"{pattern} filter=lfs diff=lfs merge=lfs -text\n" for pattern in [*GITATTRIBUTES, *extra]
+    )
 
 
 def as_json(data: Any) -> str:
@@ -81,18 +94,26 @@ def tensor_bytes(tensors: Tensors) -> int:
 def sharded(label: str, shards: list[Tensors]) -> dict[str, str | bytes]:
     """Shard files named as transformers names them, and their model.safetensors.index.json."""
     names = [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
-    files: dict[str, str | bytes] = {name: safetensors(f"{label}/{name}", t) for name, t in zip(names, shards)}
-    files["model.safetensors.index.json"] = as_json({
-        "metadata": {"total_size": sum(tensor_bytes(t) for t in shards)},
-        "weight_map": {tensor: name for name, t in zip(names, shards) for tensor in t},
-    })
+    files: dict[str, str | bytes] = {
+        name: safetensors(f"{label}/{name}", t) for name, t in zip(names, shards)
+    }
+    files["model.safetensors.index.json"] = as_json(
+        {
+            "metadata": {"total_size": sum(tensor_bytes(t) for t in shards)},
+            "weight_map": {tensor: name for name, t in zip(names, shards) for tensor in t},
+        }
+    )
     return files
 
 
 def layer(i: int, quantised: bool) -> Tensors:
     """One decoder layer's tensors; NVFP4 packs two 4-bit weights a byte, with FP8 block scales."""
     tensors: Tensors = {}
-    for proj, rows in (("self_attn.q_proj", HIDDEN), ("self_attn.o_proj", HIDDEN), ("mlp.down_proj", HIDDEN)):
+    for proj, rows in (
+        ("self_attn.q_proj", HIDDEN),
+        ("self_attn.o_proj", HIDDEN),
+        ("mlp.down_proj", HIDDEN),
+    ):
         name = f"model.layers.{i}.{proj}"
         if quantised:
             tensors[f"{name}.weight"] = ("U8", [rows, HIDDEN // 2])
@@ -105,47 +126,95 @@ def layer(i: int, quantised: bool) -> Tensors:
 
 
 def embeddings() -> Tensors:
-    return {"model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]), "model.norm.weight": ("BF16", [HIDDEN])}
+    return {
+        "model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]),
+        "model.norm.weight": ("BF16", [HIDDEN]),
+    }
 
 
 def model_config(**extra: Any) -> str:
-    return as_json({
-        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": HIDDEN,
-        "intermediate_size": 2 * HIDDEN, "num_hidden_layers": LAYERS, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "vocab_size": VOCAB, "max_position_embeddings": 4096,
-        "rope_theta": 1000000.0, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16", **extra,
-    })
+    return as_json(
+        {
+            "architectures": ["MistralForCausalLM"],
+            "model_type": "mistral",
+            "hidden_size": HIDDEN,
+            "intermediate_size": 2 * HIDDEN,
+            "num_hidden_layers": LAYERS,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "vocab_size": VOCAB,
+            "max_position_embeddings": 4096,
+            "rope_theta": 1000000.0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "torch_dtype": "bfloat16",
+            **extra,
+        }
+    )
 
 
 def tokenizer() -> str:
     """A tokenizers-format tokenizer.json: a word-level vocabulary of VOCAB entries."""
     words = SPECIAL_TOKENS + [f"tok{i}" for i in range(VOCAB - len(SPECIAL_TOKENS))]
-    return as_json({
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [
-            {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
-            for i, t in enumerate(SPECIAL_TOKENS)
-        ],
-        "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
-        "model": {"type": "WordLevel", "vocab": {w: i for i, w in enumerate(words)}, "unk_token": "<unk>"},
-    })
+    return as_json(
+        {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": [
+                {
+                    "id": i,
+                    "content": t,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+                for i, t in enumerate(SPECIAL_TOKENS)
+            ],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": None,
+            "decoder": None,
+            "model": {
+                "type": "WordLevel",
+                "vocab": {w: i for i, w in enumerate(words)},
+                "unk_token": "<unk>",
+            },
+        }
+    )
 
 
 def tokenizer_config() -> str:
-    return as_json({
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "model_max_length": 4096,
-        "tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False,
-    })
+    return as_json(
+        {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "unk_token": "<unk>",
+            "model_max_length": 4096,
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+        }
+    )
 
 
 def readme(repo_id: str, base_model: str | None) -> str:
     front = [f"base_model: {base_model}"] if base_model else []
-    return "\n".join([
-        "---", "license: apache-2.0", "library_name: transformers", *front, "---", "",
-        f"# {repo_id.split('/')[1]}", "",
-        "Spark twin fixture: a tiny deterministic stand-in with this repo's file layout, not real weights.", "",
-    ])
+    return "\n".join(
+        [
+            "---",
+            "license: apache-2.0",
+            "library_name: transformers",
+            *front,
+            "---",
+            "",
+            f"# {repo_id.split('/')[1]}",
+            "",
+            "Spark twin fixture: a tiny deterministic stand-in with this repo's file layout, not real weights.",
+            "",
+        ]
+    )
 
 
 def repos() -> dict[str, dict[str, str | bytes]]:
@@ -155,7 +224,9 @@ def repos() -> dict[str, dict[str, str | bytes]]:
             ".gitattributes": gitattributes("tokenizer.json"),
             **sharded(NVFP4, [{**embeddings(), **layer(0, True)}, layer(1, True)]),
             "tokenizer_config.json": tokenizer_config(),
-            "generation_config.json": as_json({"bos_token_id": 1, "eos_token_id": 2, "max_length": 4096}),
+            "generation_config.json": as_json(
+                {"bos_token_id": 1, "eos_token_id": 2, "max_length": 4096}
+            ),
             "README.md": readme(NVFP4, BASE),
         },
         BASE: {
@@ -168,8 +239,12 @@ def repos() -> dict[str, dict[str, str | bytes]]:
         },
         EAGLE: {
             ".gitattributes": gitattributes(),
-            "config.json": model_config(architectures=["EagleMistralForCausalLM"], num_hidden_layers=1),
-            "model.safetensors": safetensors(EAGLE, {"fc.weight": ("BF16", [HIDDEN, 2 * HIDDEN]), **layer(0, False)}),
+            "config.json": model_config(
+                architectures=["EagleMistralForCausalLM"], num_hidden_layers=1
+            ),
+            "model.safetensors": safetensors(
+                EAGLE, {"fc.weight": ("BF16", [HIDDEN, 2 * HIDDEN]), **layer(0, False)}
+            ),
             "README.md": readme(EAGLE, BASE),
         },
         GATED: {
