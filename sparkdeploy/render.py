@@ -11,6 +11,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from sparkdeploy.escape import FILTERS
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
 FILES = ROOT / "files"
@@ -21,6 +23,7 @@ _environment = Environment(
     keep_trailing_newline=True,
     autoescape=False,
 )
+_environment.filters.update(FILTERS)  # one escape per destination: sparkdeploy/escape.py
 
 
 def render(name: str, **values: Any) -> str:

@@ -27,6 +27,16 @@ from pydantic import (
     model_validator,
 )
 
+from sparkdeploy.config.values import (
+    ENV_NAME,
+    Text,
+    UnitName,
+    env_name,
+    flag_value,
+    image_reference,
+    plain_text,
+    shown,
+)
 from sparkdeploy.knowledge.flags import (
     CatalogueNotFound,
     available_versions,
@@ -37,9 +47,15 @@ from sparkdeploy.knowledge.images import image_tag, images, version_for_image
 from sparkdeploy.knowledge.profiles import managed_flags
 
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SECRET_ENV = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY", re.IGNORECASE)
-UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
+# Names of variables and flags that carry secrets: refused, whatever their value.
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API[_-]?KEY|CREDENTIAL|PRIVATE[_-]?KEY", re.IGNORECASE
+)
+FLAG_NAME = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
+SECRET_FLAG_HINT = (
+    "carries a secret, and a flag's value lands in the unit's command line (ps, journal); "
+    "secrets never go in the inventory"
+)
 
 Scalar = bool | int | float | str
 ArgValue = bool | int | float | str | list[Scalar] | dict[str, Any]
@@ -92,7 +108,7 @@ class EngineSettings(BaseModel):
     served_model_name: str | None = Field(
         None,
         min_length=1,
-        pattern=r"^\S+$",
+        pattern=r"^[A-Za-z0-9._:/@+-]{1,128}$",
         description="Model name clients send in requests. Unset: the model folder's name.",
     )
     context_length: int | None = Field(
@@ -101,17 +117,18 @@ class EngineSettings(BaseModel):
         description="Maximum context length in tokens. Unset: the profile's (SGLang 65536, "
         "vLLM 262144).",
     )
-    other_gpu_services: list[str] = Field(
+    other_gpu_services: list[UnitName] = Field(
         default_factory=list,
-        description="systemd units that must not run alongside the engine (they share the "
-        "128 GB unified memory), e.g. a TTS or image service.",
+        description="systemd services that must not run alongside the engine (they share the "
+        "128 GB unified memory), e.g. a TTS or image service (`tts.service`). Units the Spark "
+        "needs (ssh, NetworkManager, docker, systemd-*, ...) are refused.",
     )
     speculative: bool | None = Field(
         None,
         description="Speculative decoding (EAGLE) with the draft model. Unset: on when "
         "draft_model_repo is set.",
     )
-    docker_args: list[str] = Field(
+    docker_args: list[Text] = Field(
         default_factory=list,
         description="Extra `docker run` options. The deploy manages the container's "
         "lifecycle itself: the GB10 rules refuse --rm and --restart here.",
@@ -150,11 +167,10 @@ class EngineSettings(BaseModel):
     @field_validator("image")
     @classmethod
     def _pinned(cls, value: str) -> str:
+        image_reference(value)
         tag = image_tag(value)
         if "@sha256:" in value:
             return value
-        if not value or value.startswith(("-", ":")) or " " in value:
-            raise ValueError("must be an image reference like repository:tag")
         if tag is None:
             raise ValueError("is not pinned: add a tag (untagged means latest) or a digest")
         if tag == "latest":
@@ -190,6 +206,11 @@ class EngineSettings(BaseModel):
     @field_validator("args")
     @classmethod
     def _known_flags(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        problems = [
+            problem for flag, item in value.items() for problem in _arg_problems(flag, item)
+        ]
+        if problems:
+            raise ValueError("; ".join(problems))
         name, version = info.data.get("name"), info.data.get("version")
         if name is None or not version:
             return value
@@ -211,22 +232,54 @@ class EngineSettings(BaseModel):
     @classmethod
     def _env_names(cls, value: dict[str, str | None]) -> dict[str, str | None]:
         problems = []
-        for key in value:
-            if not ENV_NAME.match(key):
-                problems.append(f"{key!r}: not an environment variable name (letters, digits, _)")
-            elif SECRET_ENV.search(key):
-                problems.append(
-                    f"{key}: secrets never go in the inventory; the deploy passes the HF token "
-                    "from the laptop itself"
-                )
+        for key, item in value.items():
+            try:
+                env_name(key)
+                if SECRET_NAME.search(key):
+                    raise ValueError(
+                        "secrets never go in the inventory; the deploy passes the HF token "
+                        "from the laptop itself"
+                    )
+                if item is not None:
+                    plain_text(item)
+            except ValueError as error:
+                problems.append(f"{key if ENV_NAME.fullmatch(key) else shown(key)}: {error}")
         if problems:
             raise ValueError("; ".join(problems))
         return value
 
-    @field_validator("other_gpu_services")
-    @classmethod
-    def _unit_names(cls, value: list[str]) -> list[str]:
-        bad = [unit for unit in value if not UNIT_NAME.match(unit)]
-        if bad:
-            raise ValueError(f"not systemd unit names: {', '.join(map(repr, bad))}")
-        return value
+
+def _arg_problems(flag: object, value: object) -> list[str]:
+    """What is wrong with one ``engine.args`` entry before the catalogue is asked: a flag
+    name that is not one, a flag that carries a secret, a value that is a flag, control
+    characters or a secret anywhere in the value."""
+    if not isinstance(flag, str) or not FLAG_NAME.fullmatch(flag):
+        return [f"{shown(flag)}: flags are written with their dashes, like --context-length"]
+    if SECRET_NAME.search(flag) or flag.removeprefix("--") in ("token", "hf-token"):
+        return [f"{flag}: {SECRET_FLAG_HINT}"]
+    items = value if isinstance(value, list) else [value]
+    problems = []
+    for item in items:
+        try:
+            if isinstance(item, str):
+                flag_value(item)
+            elif isinstance(item, dict):
+                _json_value(item)
+        except ValueError as error:
+            problems.append(f"{flag}: {error}")
+    return problems
+
+
+def _json_value(value: object) -> None:
+    """Every key and string inside a JSON flag value is plain text and no secret."""
+    if isinstance(value, str):
+        plain_text(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            plain_text(str(key))
+            if SECRET_NAME.search(str(key)):
+                raise ValueError(f"{shown(key)} {SECRET_FLAG_HINT}")
+            _json_value(item)
+    elif isinstance(value, list):
+        for item in value:
+            _json_value(item)

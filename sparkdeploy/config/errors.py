@@ -6,6 +6,7 @@ file, host and key with what would be valid, raised before any host is contacted
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -13,8 +14,10 @@ from pydantic_core import ErrorDetails
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
+from sparkdeploy.config.values import shown
 
 KNOWN_KEYS = tuple(SparkSettings.model_fields)
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.:@+-]{1,64}")
 
 
 class InventoryError(Exception):
@@ -42,11 +45,19 @@ def valid_keys_hint(key: str, known: tuple[str, ...] = KNOWN_KEYS) -> str:
     return f"unknown key; {hint}valid keys: {', '.join(known)}"
 
 
+def name_of(key: object) -> str:
+    """A key of the file as a message names it: a plain name in quotes, anything else escaped
+    and shortened (a key is input too: it may hold a newline or a pasted token)."""
+    if isinstance(key, str) and PLAIN_KEY.fullmatch(key):
+        return f"'{key}'"
+    return shown(key)
+
+
 def location(loc: tuple) -> str:
     """("qsfp", 0, "address") -> "key 'qsfp', rail 1, 'address'" (rails count from 1)."""
-    parts = [f"key '{loc[0]}'" if loc else "key '?'"]
+    parts = [f"key {name_of(loc[0])}" if loc else "key '?'"]
     for part in loc[1:]:
-        parts.append(f"rail {part + 1}" if isinstance(part, int) else f"'{part}'")
+        parts.append(f"rail {part + 1}" if isinstance(part, int) else name_of(part))
     return ", ".join(parts)
 
 
@@ -72,7 +83,7 @@ def describe(error: ErrorDetails) -> str:
         message = message[len("Value error, ") :]
     if isinstance(got, (list, dict)):  # a whole list of rails: the message names the rails
         return message
-    return f"{message} (got {got!r})"
+    return f"{message} (got {shown(got)})"
 
 
 def source_of(key: str, own: dict[str, Any], defaults: dict[str, Any]) -> str:

@@ -30,14 +30,16 @@ from sparkdeploy.config.errors import (
     InventoryError,
     describe,
     location,
+    name_of,
     source_of,
     valid_keys_hint,
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import rail_problems
+from sparkdeploy.config.values import shown
 
 MAX_SPARKS = 2
-HOST_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 PER_HOST_ONLY = ("ssh_host",)
 
 
@@ -45,7 +47,7 @@ def _check_mapping(path: str, where: str, value: Any, problems: list[str]) -> di
     if value is None:
         return {}
     if not isinstance(value, dict):
-        problems.append(f"{path}: {where}: must be a mapping of key: value (got {value!r})")
+        problems.append(f"{path}: {where}: must be a mapping of key: value (got {shown(value)})")
         return {}
     return value
 
@@ -62,14 +64,18 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
 
     for key in raw:
         if key not in ("sparks", "defaults"):
-            problems.append(f"{path}: top-level key '{key}': unknown; valid: sparks, defaults")
+            problems.append(
+                f"{path}: top-level key {name_of(key)}: unknown; valid: sparks, defaults"
+            )
 
     defaults = _check_mapping(path, "defaults", raw.get("defaults"), problems)
     for key in defaults:
         if key in PER_HOST_ONLY:
             problems.append(f"{path}: defaults.{key}: per-host only; set it under each Spark")
         elif key not in KNOWN_KEYS:
-            problems.append(f"{path}: defaults.{key}: {valid_keys_hint(key)}")
+            problems.append(
+                f"{path}: defaults.{name_of(key).strip(chr(39))}: {valid_keys_hint(key)}"
+            )
     defaults = {k: v for k, v in defaults.items() if k in KNOWN_KEYS and k not in PER_HOST_ONLY}
 
     sparks_raw = _check_mapping(path, "sparks", raw.get("sparks"), problems)
@@ -83,13 +89,13 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
 
     sparks: dict[str, SparkSettings] = {}
     for name, own in sparks_raw.items():
-        where = f"{path}: host '{name}'"
-        if not isinstance(name, str) or not HOST_NAME.match(name):
+        where = f"{path}: host {name_of(name)}"
+        if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
             problems.append(
                 f"{where}: name must be lower-case letters, digits and '-' (like spark-1)"
             )
             continue
-        own = _check_mapping(path, f"host '{name}'", own, problems)
+        own = _check_mapping(path, f"host {name_of(name)}", own, problems)
         merged = {**defaults, **own}
         try:
             sparks[name] = SparkSettings(**merged)

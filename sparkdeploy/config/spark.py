@@ -16,14 +16,25 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.values import (
+    AbsolutePath,
+    EnvName,
+    HostName,
+    HubUrl,
+    ModelDir,
+    RepoId,
+    Revision,
+    Text,
+    UserName,
+    ipv4_network_ok,
+)
 
-REPO_ID = r"^[A-Za-z0-9][\w.-]*/[\w.-]+$"
-NETDEV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
+NETDEV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
 
 
 class QsfpInterface(BaseModel):
@@ -43,7 +54,7 @@ class QsfpInterface(BaseModel):
     @field_validator("interface")
     @classmethod
     def _netdev(cls, value: str) -> str:
-        if not NETDEV_NAME.match(value) or value == "lo":
+        if not NETDEV_NAME.fullmatch(value) or value == "lo":
             raise ValueError(
                 "must be a network interface name (up to 15 letters, digits, '.', '-', '_'; "
                 "not lo), such as enp1s0f0np0"
@@ -63,6 +74,10 @@ class QsfpInterface(BaseModel):
         network = address.network
         if address.ip.is_loopback or address.ip.is_multicast or address.ip.is_unspecified:
             raise ValueError(f"must be a unicast host address, {example}")
+        if not ipv4_network_ok(network):
+            raise ValueError(
+                f"prefix /{network.prefixlen} is not a rail subnet: give /16 to /31, {example}"
+            )
         if network.prefixlen < 31 and address.ip in (
             network.network_address,
             network.broadcast_address,
@@ -84,23 +99,22 @@ class SparkSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    ssh_host: str = Field(
-        min_length=1,
+    ssh_host: HostName = Field(
         description="Address or DNS name the laptop reaches the Spark's SSH server at. "
         "Required, per host only.",
     )
     ssh_port: int = Field(22, ge=1, le=65535, description="SSH port of the Spark.")
-    ssh_user: str | None = Field(
+    ssh_user: UserName | None = Field(
         None,
-        min_length=1,
-        description="SSH login; it needs sudo. Unset: your ~/.ssh/config or local user name.",
+        description="SSH login; it needs sudo. It is also the operator when operator_user is "
+        "unset, so it must be a plain user name. Unset: your ~/.ssh/config or local user name.",
     )
-    ssh_key: str | None = Field(
+    ssh_key: Text | None = Field(
         None,
         min_length=1,
         description="Private key file for SSH. Unset: the SSH agent and ~/.ssh keys.",
     )
-    ssh_known_hosts_file: str | None = Field(
+    ssh_known_hosts_file: Text | None = Field(
         None,
         min_length=1,
         description="known_hosts file to check the Spark's host key against. "
@@ -127,9 +141,8 @@ class SparkSettings(BaseModel):
         description="Deploy to a host whose GPU is not an NVIDIA GB10. Only for hosts you "
         "know are fit; the GB10 profiles may not suit them.",
     )
-    operator_user: str | None = Field(
+    operator_user: UserName | None = Field(
         None,
-        pattern=r"^[a-z_][a-z0-9_-]{0,31}$",
         description="The Spark user who runs models: owns the model folder and the HF token. "
         "Unset: ssh_user.",
     )
@@ -156,39 +169,41 @@ class SparkSettings(BaseModel):
         description="huggingface_hub release whose `hf` command is installed in its own venv "
         "(/opt/spark-deploy/hf-cli) and linked as /usr/local/bin/hf.",
     )
-    hf_endpoint: str | None = Field(
+    hf_endpoint: HubUrl | None = Field(
         None,
-        pattern=r"^https?://[^\s]+$",
-        description="Hub URL (HF_ENDPOINT) for a mirror. Unset: https://huggingface.co.",
+        description="Hub URL (HF_ENDPOINT) for a mirror, https. Unset: https://huggingface.co.",
     )
-    hf_token_env: str = Field(
+    hf_endpoint_allow_http: bool = Field(
+        False,
+        description="Accept an http:// hf_endpoint. The hf client sends the HF token to the "
+        "endpoint, so over http it travels in clear text: only for a mirror on a trusted "
+        "network.",
+    )
+    hf_token_env: EnvName = Field(
         "HF_TOKEN",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable on the laptop holding the HF token. When it is set, "
         "the token lands in the operator's ~/.cache/huggingface/token (0600).",
     )
-    model_dir: str = Field(
+    model_dir: ModelDir = Field(
         "/opt/models",
-        description="Absolute path of the model folder; preflight reports its free disk.",
+        description="Absolute path of the folder the models go in (not a system tree such as "
+        "/usr or /etc); preflight reports its free disk.",
     )
-    model_repo: str | None = Field(
+    model_repo: RepoId | None = Field(
         None,
-        pattern=REPO_ID,
         description="Hub repository of the model to serve, downloaded into model_dir/<name> "
         "unless that folder is already complete. Unset: no download.",
     )
-    model_revision: str = Field(
-        "main", min_length=1, description="Branch, tag or commit of model_repo to download."
+    model_revision: Revision = Field(
+        "main", description="Branch, tag or commit of model_repo to download."
     )
-    model_base_repo: str | None = Field(
+    model_base_repo: RepoId | None = Field(
         None,
-        pattern=REPO_ID,
         description="Repository to fetch config.json / tokenizer.json from when the model's "
         "release omits them (the Mistral Small 4 NVFP4 release does).",
     )
-    draft_model_repo: str | None = Field(
+    draft_model_repo: RepoId | None = Field(
         None,
-        pattern=REPO_ID,
         description="Speculative-decoding draft model (EAGLE) repository, downloaded beside the "
         "model. Unset: none.",
     )
@@ -223,19 +238,24 @@ class SparkSettings(BaseModel):
         description="RoCE GID index the RoCE v2 entry of each QSFP address must have (what "
         "NCCL_IB_GID_INDEX gets), or `auto` to use whatever index it has.",
     )
-    sysfs_root: str = Field(
+    sysfs_root: AbsolutePath = Field(
         "/sys",
         description="Where sysfs is mounted; the RoCE GID tables are read under "
         "<sysfs_root>/class/infiniband.",
     )
 
-    @field_validator("model_dir", "sysfs_root")
-    @classmethod
-    def _absolute_path(cls, value: str, info: ValidationInfo) -> str:
-        if not value.startswith("/"):
-            example = cls.model_fields[info.field_name].default if info.field_name else "/"
-            raise ValueError(f"must be an absolute path, such as {example}")
-        return posixpath.normpath(value)
+    @model_validator(mode="after")
+    def _clear_text_token(self) -> SparkSettings:
+        if (
+            self.hf_endpoint
+            and self.hf_endpoint.startswith("http:")
+            and not self.hf_endpoint_allow_http
+        ):
+            raise ValueError(
+                "hf_endpoint is http: the hf client would send the HF token in clear text; use "
+                "https, or set hf_endpoint_allow_http: true for a mirror on a trusted network"
+            )
+        return self
 
     @property
     def user(self) -> str:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import shlex
 from io import StringIO
 
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from sparkdeploy.config.paths import HOME, OPERATOR, ManagedFile, managed_files
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import FileState, HostState, host_state
 
 UPLOAD_DIR = ".spark-deploy-upload"  # private (0700) staging under the SSH user's home
@@ -81,22 +81,23 @@ def managed_file(path: str, content: str):
         host.noop(f"{path} is up to date")
         return
     real = posixpath.join(state.user_home, path[len(HOME) :]) if file.under_home else path
-    target = shlex.quote(real)
-    ownership = f"chown {wanted.user}:{wanted.group} {{f}} && chmod {wanted.mode} {{f}}"
+    target = shell(real)
+    owner = shell(f"{wanted.user}:{wanted.group}")
+    ownership = f"chown {owner} {{f}} && chmod {wanted.mode} {{f}}"
     if current is not None and current.sha256 == wanted.sha256:
         yield ownership.format(f=target)
         return
-    staged = shlex.quote(f"{real}.spark-deploy-new")
+    staged = shell(f"{real}.spark-deploy-new")
     private_upload = None
     if file.secret:
         staging_dir = posixpath.join(state.ssh_home, UPLOAD_DIR)
         private_upload = posixpath.join(staging_dir, posixpath.basename(real))
-        yield f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shlex.quote(staging_dir)}'
+        yield f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shell(staging_dir)}'
         parent = posixpath.dirname(real)
-        folders = " ".join(shlex.quote(folder) for folder in (posixpath.dirname(parent), parent))
-        yield f"install -d -m 700 -o {wanted.user} -g {wanted.group} {folders}"
+        folders = " ".join(shell(folder) for folder in (posixpath.dirname(parent), parent))
+        yield f"install -d -m 700 -o {shell(wanted.user)} -g {shell(wanted.group)} {folders}"
     else:
-        yield f"mkdir -p {shlex.quote(posixpath.dirname(real))}"
+        yield f"mkdir -p {shell(posixpath.dirname(real))}"
     # With sudo, pyinfra uploads to a temporary file and copies it to the staged path.
     yield FileUploadCommand(
         StringIO(content), f"{real}.spark-deploy-new", remote_temp_filename=private_upload

@@ -6,7 +6,6 @@ arguments built from the settings, the plan and the managed-file registry.
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 
 from pyinfra import host
@@ -19,6 +18,7 @@ from sparkdeploy.config.paths import (
     HOME,
     managed_files,
 )
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.store import gathered
 from sparkdeploy.render import file_text
 
@@ -108,8 +108,8 @@ class SparkHostState(FactBase):
         units: tuple[str, ...] = (),
         owned_globs: tuple[str, ...] = (),
     ) -> str:
-        quoted_user = shlex.quote(user)
-        files = " ".join(shlex.quote(path) for path in paths if not path.startswith(HOME))
+        quoted_user = shell(user)
+        files = " ".join(shell(path) for path in paths if not path.startswith(HOME))
         at_home = [path[len(HOME) :] for path in paths if path.startswith(HOME)]
         return "\n".join(
             [
@@ -121,7 +121,7 @@ class SparkHostState(FactBase):
                 f'for f in {files}; do st "$f"; done',
                 f"home=$(getent passwd {quoted_user} | cut -d: -f6)",
                 *(
-                    f'[ -z "$home" ] || st "$home"/{shlex.quote(path)} {shlex.quote(HOME + path)}'
+                    f'[ -z "$home" ] || st "$home"/{shell(path)} {shell(HOME + path)}'
                     for path in at_home
                 ),
                 f"grep -qE '{GAI_LINE_RE}' {GAI_CONF} 2>/dev/null && echo 'gai 1' || echo 'gai 0'",
@@ -139,14 +139,14 @@ class SparkHostState(FactBase):
                     else []
                 ),
                 *(
-                    f'printf "unit %s %s %s\\n" {shlex.quote(unit)}'
-                    f' "$(systemctl is-active {shlex.quote(unit)})"'
-                    f' "$(systemctl is-enabled {shlex.quote(unit)} 2>/dev/null || echo absent)"'
+                    f'printf "unit %s %s %s\\n" {shell(unit)}'
+                    f' "$(systemctl is-active {shell(unit)})"'
+                    f' "$(systemctl is-enabled {shell(unit)} 2>/dev/null || echo absent)"'
                     for unit in units
                 ),
                 *(
                     [
-                        f"python3 -c {shlex.quote(MODEL_CHECK)} {' '.join(map(shlex.quote, models))}"
+                        f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
                         " | sed 's/^/model /'"
                     ]
                     if models

@@ -4,10 +4,11 @@ The engine journals fact: each engine unit's state and last journal lines, read-
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
+
+from sparkdeploy.escape import shell
 
 JOURNAL_MARK = "@@spark-deploy@@"  # starts the fact's own lines; journal lines never do
 UNIT_PROPERTIES = (
@@ -77,7 +78,7 @@ class EngineJournals(FactBase):
         properties = ",".join(UNIT_PROPERTIES)
         commands = []
         for unit in units:
-            quoted = shlex.quote(unit)
+            quoted = shell(unit)
             commands += [
                 f"printf '{JOURNAL_MARK} unit %s\\n' {quoted}",
                 f"systemctl show {quoted} -p {properties} | sed 's/^/{JOURNAL_MARK} state /'",

@@ -6,7 +6,6 @@ network operations and the path proof ask.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase, Host
@@ -14,6 +13,7 @@ from pyinfra.api import FactBase, Host
 from sparkdeploy.config.paths import NCCL_ENV, QSFP_PROFILE_PREFIX
 from sparkdeploy.config.spark import QsfpInterface
 from sparkdeploy.config.topology import Place
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.roce import Gid, gid_table_command, parse_gid_lines
 from sparkdeploy.facts.store import gathered
 
@@ -41,7 +41,7 @@ def captured(key: str, command: str, keep: str = "") -> list[str]:
     and stderr on one line (only the lines matching the extended regex ``keep``, when
     given). The exit status is the command's own, so the fact's command still succeeds.
     """
-    q = shlex.quote
+    q = shell
     kept = f" | grep -E {q(keep)}" if keep else ""
     return [
         f"o=$({command} 2>&1)",
@@ -130,7 +130,7 @@ class QsfpNetwork(FactBase):
         sysfs_root: str,
         env_file: str,
     ) -> str:
-        q = shlex.quote
+        q = shell
         lines = [
             "printf 'nm=%s\\n' \"$(nmcli -t -f RUNNING general 2>/dev/null)\"",
             "p=$$; c=",

@@ -4,13 +4,13 @@ The preflight fact: what the deploy must know about a Spark before it changes an
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from pyinfra import host
 from pyinfra.api import FactBase
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, REBOOT_PENDING
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.store import gathered
 
 
@@ -62,7 +62,7 @@ class SparkPreflight(FactBase):
     """
 
     def command(self, model_dir: str) -> str:
-        folder = shlex.quote(model_dir)
+        folder = shell(model_dir)
         return "; ".join(
             [
                 "printf 'gpu=%s\\n' \"$(nvidia-smi -L 2>/dev/null | head -n1)\"",

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import shlex
 from dataclasses import dataclass
 
+from sparkdeploy.escape import shell
 from sparkdeploy.render import aligned
 
 ZERO_GID = ":".join(["0000"] * 8)
@@ -57,7 +57,7 @@ def gid_table_command(sysfs_root: str) -> str:
     kernel answers EINVAL for the type of an unused entry: grep skips it (stderr is
     dropped), and the whole command still succeeds.
     """
-    ports = f"{shlex.quote(sysfs_root.rstrip('/') + '/class/infiniband')}/*/ports/*"
+    ports = f"{shell(sysfs_root.rstrip('/') + '/class/infiniband')}/*/ports/*"
     return (
         f"grep -H . {ports}/gids/* {ports}/gid_attrs/types/* {ports}/gid_attrs/ndevs/* "
         f"2>/dev/null | grep -v '/gids/[0-9]*:{ZERO_GID}$' | sed 's/^/gid=/'"

@@ -7,13 +7,13 @@ temperature, the plan's units, the engine's API).
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase, Host
 
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import PACKAGE_LINES, parse_packages
 from sparkdeploy.facts.network import (
     Network,
@@ -122,7 +122,7 @@ class SparkStatus(FactBase):
         sysfs_root: str,
         env_file: str,
     ) -> str:
-        q = shlex.quote
+        q = shell
         lines = [
             SparkPreflight().command(model_dir),
             *PACKAGE_LINES,

@@ -521,6 +521,7 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
             "ssh_known_hosts_file": str(known_hosts(twins)),
             "ssh_strict_host_key_checking": "yes",
             "hf_endpoint": TWIN_HUB,
+            "hf_endpoint_allow_http": True,  # the stand-in Hub listens on the twin's loopback
             "memory_guard_gb": 1,  # a twin has what this machine has, not 128 GB
             "hf_token_env": TWIN_TOKEN_ENV,
             **(defaults or {}),

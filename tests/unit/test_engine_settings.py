@@ -121,15 +121,16 @@ def test_env_names_and_secrets():
     found = errors(name="vllm", env={"HF_TOKEN": "x", "1BAD": "y", "OK": "z"})
     assert found["env"] == (
         "HF_TOKEN: secrets never go in the inventory; the deploy passes the HF token from the "
-        "laptop itself; '1BAD': not an environment variable name (letters, digits, _)"
+        "laptop itself; '1BAD': must be an environment variable name (letters, digits, _), "
+        "such as HF_TOKEN"
     )
     assert "env.OK" in errors(name="vllm", env={"OK": 1})  # strict: strings only
 
 
 def test_other_gpu_services_are_unit_names():
     assert EngineSettings(name="sglang", other_gpu_services=["voxtral.service"]).other_gpu_services
-    assert errors(name="sglang", other_gpu_services=["a b"])["other_gpu_services"].startswith(
-        "not systemd unit names"
+    assert errors(name="sglang", other_gpu_services=["a b"])["other_gpu_services.0"].startswith(
+        "must be a systemd service name"
     )
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from sparkdeploy.deploys.engine.units import systemd_word, unit_text
+from sparkdeploy.deploys.engine.units import unit_text
+from sparkdeploy.escape import systemd_word
 from sparkdeploy.inventory import build_inventory
 from sparkdeploy.render import render
 

@@ -16,14 +16,24 @@ PACKAGE = ROOT / "sparkdeploy"
 # deploys -> files on the Spark; knowledge is data everyone may read; reports print.
 ALLOWED: dict[str, set[str]] = {
     "knowledge": set(),
-    "render": set(),
+    "escape": set(),
+    "render": {"escape"},
     "config": {"knowledge"},
     "engine_plan": {"config", "knowledge"},
     "inventory": {"config", "engine_plan"},
-    "facts": {"config", "engine_plan", "knowledge", "render"},
+    "facts": {"config", "engine_plan", "escape", "knowledge", "render"},
     "fitness": {"config", "facts"},
-    "reports": {"config", "engine_plan", "facts", "fitness", "knowledge", "render"},
-    "deploys": {"config", "engine_plan", "facts", "fitness", "knowledge", "render", "reports"},
+    "reports": {"config", "engine_plan", "escape", "facts", "fitness", "knowledge", "render"},
+    "deploys": {
+        "config",
+        "engine_plan",
+        "escape",
+        "facts",
+        "fitness",
+        "knowledge",
+        "render",
+        "reports",
+    },
 }
 # Modules that must not touch pyinfra: the plan is made before any connection.
 PURE = ("knowledge", "config", "engine_plan", "inventory")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV
 from sparkdeploy.deploys.models.folders import model_folder
 from sparkdeploy.deploys.models.huggingface import hf_cli, ipv4_preferred
@@ -142,33 +143,35 @@ def test_a_draft_model_needs_no_tokenizer_and_without_a_base_nothing_is_repaired
     assert outcome.commands[2:] == [repair(["config.json"]), seal("o/m@main", "0")]
 
 
-def test_the_folder_and_revision_from_the_inventory_are_quoted():
-    host = spark(model_dir="/opt/my models", model_repo="o/m", model_revision="it's v1")
-    [(folder, want, _)] = host.data.spark.model_folders()  # as prepare_models reads them
-    repo, revision = want.rsplit("@", 1)
+def test_the_inventory_refuses_a_folder_revision_or_user_that_needs_quoting():
+    with pytest.raises(InventoryError) as caught:
+        spark(
+            model_dir="/opt/my models",
+            model_repo="o/m",
+            model_revision="it's v1",
+            ssh_user="o'brien",
+        )
+    assert [problem.split(": ", 2)[1] for problem in caught.value.problems] == [
+        "host 'spark-1', key 'ssh_user'",
+        "host 'spark-1', key 'model_dir'",
+        "host 'spark-1', key 'model_revision'",
+    ]
+
+
+def test_the_operation_quotes_every_value_all_the_same():
+    host = spark(model_repo="o/m")
     given(host, SparkHostState, host_state(models={}))
     outcome = run(
         model_folder,
         host,
-        repo=repo,
-        folder=folder,
-        revision=revision,
-        user="nvidia",
-        group="nvidia",
+        repo="o/m",
+        folder="/opt/my models/m",
+        revision="it's v1",
+        user="o'brien",
+        group="o'brien",
         hf_env=HF_ENV,
     )
-    q_folder = "'/opt/my models/m'"
-    assert outcome.commands == [
-        f"install -d -o nvidia -g nvidia -m 755 {q_folder}",
-        f"{AS_NVIDIA} o/m --revision 'it'\"'\"'s v1' --local-dir {q_folder} --quiet",
-        seal(shlex.quote(want), "1", folder=q_folder),
-    ]
-
-
-def test_the_user_from_the_inventory_is_quoted():
-    host = spark(ssh_user="o'brien", model_repo="o/m")
-    user = host.data.spark.user
-    given(host, SparkHostState, host_state(models={}))
-    outcome = run(model_folder, host, repo="o/m", folder=FOLDER, user=user, group="nvidia")
-    for command in outcome.commands:
-        assert shlex.quote(user) in command, command
+    q_folder, q_user = "'/opt/my models/m'", "'o'\"'\"'brien'"
+    assert outcome.commands[0] == f"install -d -o {q_user} -g {q_user} -m 755 {q_folder}"
+    assert f"--revision 'it'\"'\"'s v1' --local-dir {q_folder}" in outcome.commands[1]
+    assert all(f"sudo -u {q_user} " in command for command in outcome.commands[1:])

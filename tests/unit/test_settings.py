@@ -66,7 +66,7 @@ def test_every_problem_is_listed_at_once_with_file_host_and_key():
         "reaches the Spark's SSH server at",
         f"{PATH}: host 'spark-1', key 'ssh_port': Input should be a valid integer (got '22')",
         f"{PATH}: host 'spark-1', key 'allow_reboot': Input should be a valid boolean (got 'yes')",
-        f"{PATH}: host 'spark-1', key 'model_dir': must be an absolute path, such as "
+        f"{PATH}: host 'spark-1', key 'model_dir': must be an absolute path (letters, digits and . _ + - /), such as "
         "/opt/models (got 'models')",
         f"{PATH}: host 'spark-2', key 'reboot_timeout': Input should be greater than or equal "
         "to 60 (got 5)",
@@ -187,7 +187,7 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
     ]
     assert found[6] == (
         f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
-        "path, such as /sys (got 'sys')"
+        "path (letters, digits and . _ + - /), such as /sys (got 'sys')"
     )
     assert found[7].startswith(
         f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "

@@ -7,8 +7,6 @@ a health check after every start.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
@@ -30,6 +28,7 @@ from sparkdeploy.deploys.engine.units import DOCKER, unit_text
 from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
 from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
@@ -112,9 +111,9 @@ def retired(paths: list[str]):
         if path.endswith(".service"):
             unit = path.rsplit("/", 1)[1]
             container = unit.removesuffix(".service")  # the plan names both alike
-            yield f"systemctl disable --now {shlex.quote(unit)} || true"
-            yield f"{DOCKER} rm -f {shlex.quote(container)} >/dev/null 2>&1 || true"
-        yield f"rm -f {shlex.quote(path)}"
+            yield f"systemctl disable --now {shell(unit)} || true"
+            yield f"{DOCKER} rm -f {shell(container)} >/dev/null 2>&1 || true"
+        yield f"rm -f {shell(path)}"
     if any(path.endswith(".service") for path in paths):
         yield "systemctl daemon-reload"
 

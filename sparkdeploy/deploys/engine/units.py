@@ -5,8 +5,6 @@ each service of the plan, escaped word by word for systemd, and the unit around 
 
 from __future__ import annotations
 
-import shlex
-
 from sparkdeploy.config.paths import (
     DROP_CACHES,
     HF_ENV_FILE,
@@ -17,18 +15,11 @@ from sparkdeploy.config.paths import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan, EngineService
+from sparkdeploy.escape import systemd_word
 from sparkdeploy.render import render
 
 DOCKER = "/usr/bin/docker"
 RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minutes
-
-
-def systemd_word(word: str) -> str:
-    """One command-line word as systemd's ExecStart reads it (quotes, % and $ escaped)."""
-    word = word.replace("%", "%%").replace("$", "$$")
-    if word and not any(c in word for c in " \"'\\;\t"):
-        return word
-    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
@@ -101,7 +92,7 @@ def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings, en
         guard_timeout=spark.memory_guard_timeout,
         model_check=MODEL_CHECK_BIN,
         model_checks=[
-            (shlex.quote(folder), shlex.quote(want), "1" if tokenizer else "0")
+            (systemd_word(folder), systemd_word(want), "1" if tokenizer else "0")
             for folder, want, tokenizer in spark.model_folders()
         ],
         wait=[systemd_word(word) for word in wait],

@@ -6,7 +6,6 @@ with a plain per-host notice that a reboot is pending and why.
 from __future__ import annotations
 
 import logging
-import shlex
 import time
 from contextlib import contextmanager
 
@@ -17,6 +16,7 @@ from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass
 from sparkdeploy.config.paths import BOOT_MARKER, RUN_DIR
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.host.drm import REASON as DRM_REASON
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.preflight import preflight
 from sparkdeploy.reports import notices
 
@@ -82,7 +82,7 @@ def rebooted(reason: str, timeout: int = 900, interval: float = 2.0):
         )
     """
     yield FunctionCommand(lambda state, host: remove_any_sudo_askpass_file(host), (), {})
-    yield f"mkdir -p {RUN_DIR} && printf '%s\\n' {shlex.quote(reason)} > {BOOT_MARKER}"
+    yield f"mkdir -p {RUN_DIR} && printf '%s\\n' {shell(reason)} > {BOOT_MARKER}"
     # Detached, so the SSH channel closes cleanly before the host goes down.
     yield "( sleep 1 && systemctl reboot ) </dev/null >/dev/null 2>&1 &"
     yield FunctionCommand(_wait_for_new_boot, (timeout, interval), {})

@@ -6,12 +6,11 @@ engine may use it. A complete folder is never downloaded again.
 
 from __future__ import annotations
 
-import shlex
-
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
 from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import MODEL_CHECK, host_state
 
 REPAIRABLE = ("config.json", "tokenizer.json")
@@ -23,7 +22,7 @@ def hf_environment(spark: SparkSettings) -> str:
     if spark.hf_disable_xet:
         values.append("HF_HUB_DISABLE_XET=1")
     if spark.hf_endpoint:
-        values.append(f"HF_ENDPOINT={shlex.quote(spark.hf_endpoint)}")
+        values.append(f"HF_ENDPOINT={shell(spark.hf_endpoint)}")
     return "env " + " ".join(values)
 
 
@@ -69,13 +68,10 @@ def model_folder(
     if state.get("complete"):
         host.noop(f"{folder} is complete ({want}); not downloaded again")
         return
-    q_folder, q_user, q_group = shlex.quote(folder), shlex.quote(user), shlex.quote(group)
+    q_folder, q_user, q_group = shell(folder), shell(user), shell(group)
     as_user = f"sudo -u {q_user} -H {hf_env} hf download"
     yield f"install -d -o {q_user} -g {q_group} -m 755 {q_folder}"
-    yield (
-        f"{as_user} {shlex.quote(repo)} --revision {shlex.quote(revision)} "
-        f"--local-dir {q_folder} --quiet"
-    )
+    yield (f"{as_user} {shell(repo)} --revision {shell(revision)} --local-dir {q_folder} --quiet")
     if base_repo:
         wanted = REPAIRABLE if needs_tokenizer else REPAIRABLE[:1]
         checks = "; ".join(
@@ -83,12 +79,12 @@ def model_folder(
         )
         yield (
             f'missing=""; {checks}; [ -z "$missing" ] || '
-            f"{as_user} {shlex.quote(base_repo)} $missing --local-dir {q_folder} --quiet"
+            f"{as_user} {shell(base_repo)} $missing --local-dir {q_folder} --quiet"
         )
     tokenizer = "1" if needs_tokenizer else "0"
     yield (
-        f"sudo -u {q_user} python3 -c {shlex.quote(MODEL_CHECK)} --seal "
-        f"{q_folder} {shlex.quote(want)} {tokenizer}"
+        f"sudo -u {q_user} python3 -c {shell(MODEL_CHECK)} --seal "
+        f"{q_folder} {shell(want)} {tokenizer}"
     )
 
 

@@ -7,7 +7,6 @@ world-readable file).
 from __future__ import annotations
 
 import os
-import shlex
 
 from pyinfra import host
 from pyinfra.api import deploy, operation
@@ -15,6 +14,7 @@ from pyinfra.api import deploy, operation
 from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV, HF_ENV_FILE, HF_PROFILE, HF_TOKEN
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.render import render
 
@@ -40,7 +40,7 @@ def ipv4_preferred(enabled: bool = True):
         host.noop(f"IPv4 preference in {GAI_CONF} already {'on' if enabled else 'off'}")
         return
     if enabled:
-        yield f"printf '%s\\n' {shlex.quote(GAI_COMMENT)} {shlex.quote(GAI_LINE)} >> {GAI_CONF}"
+        yield f"printf '%s\\n' {shell(GAI_COMMENT)} {shell(GAI_LINE)} >> {GAI_CONF}"
     else:
         yield (
             f"sed -i -e '/^# spark-deploy: prefer IPv4/d' "

@@ -5,11 +5,11 @@ Spark: NCCL's RDMA devices and GID index, the socket interfaces, the pair's QSFP
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from sparkdeploy.config.paths import NCCL_ENV
 from sparkdeploy.config.topology import Place
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.roce import RailGid
 from sparkdeploy.render import render
 
@@ -55,7 +55,7 @@ def nccl_env(place: Place, found: list[RailGid]) -> str:
 
 def write_command(path: str, content: str) -> str:
     """Replace the file at once (mode 0644, root), creating its folder."""
-    q = shlex.quote
+    q = shell
     folder, new = path.rsplit("/", 1)[0] or "/", f"{path}.new"
     return (
         f"install -d -m 0755 {q(folder)} && printf '%s' {q(content)} > {q(new)} && "

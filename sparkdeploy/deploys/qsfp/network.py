@@ -12,13 +12,13 @@ different subnets) is checked with the inventory, before any connection.
 from __future__ import annotations
 
 import posixpath
-import shlex
 
 from pyinfra import host, logger
 from pyinfra.api import Host, deploy, operation
 
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.deploys.refuse import refuse
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.network import Network, is_up_as_configured, network, profile_name
 from sparkdeploy.reports import notices
 
@@ -41,15 +41,15 @@ def profile_commands(rail: QsfpInterface, facts: Network) -> list[str]:
     profile = facts.profiles.get(name)
     want = wanted(rail)
     if profile is None:
-        settings = " ".join(f"{key} {shlex.quote(value)}" for key, value in want.items())
-        change = f"nmcli connection add type ethernet con-name {shlex.quote(name)} {settings}"
+        settings = " ".join(f"{key} {shell(value)}" for key, value in want.items())
+        change = f"nmcli connection add type ethernet con-name {shell(name)} {settings}"
     else:
         differ = {key: value for key, value in want.items() if profile.get(key) != value}
-        settings = " ".join(f"{key} {shlex.quote(value)}" for key, value in differ.items())
-        change = f"nmcli connection modify {shlex.quote(name)} {settings}" if differ else ""
+        settings = " ".join(f"{key} {shell(value)}" for key, value in differ.items())
+        change = f"nmcli connection modify {shell(name)} {settings}" if differ else ""
     if not change and is_up_as_configured(rail, facts):
         return []
-    return [command for command in (change, f"nmcli connection up {shlex.quote(name)}") if command]
+    return [command for command in (change, f"nmcli connection up {shell(name)}") if command]
 
 
 def changes_planned(target: Host) -> bool:
