@@ -18,6 +18,7 @@ The inventory file looks like::
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from sparkdeploy.config.errors import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import rail_problems
-from sparkdeploy.config.values import shown
+from sparkdeploy.config.values import SECRET_HINT, looks_like_secret, shown
 
 MAX_SPARKS = 2
 HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -61,6 +62,9 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
     problems: list[str] = []
     if not isinstance(raw, dict):
         raise InventoryError(path, [f"{path}: the file must be a mapping with `sparks:`"])
+    secrets = [f"{path}: {where}: {SECRET_HINT}" for where in secret_places(raw)]
+    if secrets:  # the first thing to fix, and nothing else is said, so nothing can echo it
+        raise InventoryError(path, secrets)
 
     for key in raw:
         if key not in ("sparks", "defaults"):
@@ -129,7 +133,93 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
             )
         endpoints[endpoint] = name
     problems += rail_problems(path, sparks)
+    problems += _rails_clear_of_ssh(path, sparks)
     return sparks, problems
+
+
+def secret_places(value: Any, where: tuple[str, ...] = ()) -> list[str]:
+    """Where in the document a key or a value looks like a secret (a token or key)."""
+    here = ", ".join(where) or "the document"
+    if isinstance(value, str):
+        return [here] if looks_like_secret(value) else []
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and looks_like_secret(key):
+                found.append(f"{here}: a key")
+                continue
+            found += secret_places(item, (*where, name_of(key)))
+    elif isinstance(value, list):
+        for number, item in enumerate(value, start=1):
+            found += secret_places(item, (*where, f"item {number}"))
+    return found
+
+
+def _rails_clear_of_ssh(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """No rail subnet may hold the address the laptop reaches a Spark at: configuring the
+    rail would take that address's route, and the SSH session with it."""
+    addresses = {}
+    for name, spark in sparks.items():
+        try:
+            addresses[name] = ipaddress.ip_address(spark.ssh_host.strip("[]"))
+        except ValueError:
+            continue  # a DNS name: the network fact refuses a rail carrying the session
+    return [
+        f"{path}: host '{name}', key 'qsfp', rail {number}, 'address': {rail.network} holds "
+        f"{address}, the SSH address of host '{other}'; give the rails a subnet of their own"
+        for name, spark in sparks.items()
+        for number, rail in enumerate(spark.qsfp, start=1)
+        for other, address in addresses.items()
+        if address in rail.network
+    ]
+
+
+MAX_BYTES = 1 << 20  # an inventory of two Sparks is a few KB
+MAX_NODES = 20_000  # values after aliases are expanded; a pair needs a few hundred
+
+
+class InventoryLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, stricter: a key given twice in one mapping is refused (YAML
+    would keep the last one silently: ``allow_reboot: false`` then ``true`` is true), and so
+    is a document whose aliases expand past ``MAX_NODES`` values ("billion laughs")."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None,
+                        f"key {name_of(key_node.value)} is given twice in this mapping (first "
+                        f"on line {seen[key_node.value] + 1}); YAML would keep only the last: "
+                        "keep one",
+                        key_node.start_mark,
+                    )  # fmt: skip
+                seen[key_node.value] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None and _expanded(node, {}) > MAX_NODES:
+            raise yaml.composer.ComposerError(
+                None, None,
+                f"the document expands to more than {MAX_NODES} values through its aliases "
+                "(&anchor / *alias); write the values out, or share them under defaults:",
+                node.start_mark,
+            )  # fmt: skip
+        return node
+
+
+def _expanded(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is expanded (each distinct node
+    is counted once and its size reused, so a bomb is measured without expanding it)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that contains itself counts once
+        if isinstance(node, yaml.MappingNode):
+            sizes[id(node)] += sum(_expanded(k, sizes) + _expanded(v, sizes) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] += sum(_expanded(item, sizes) for item in node.value)
+    return sizes[id(node)]
 
 
 def read_document(path: str) -> Any:
@@ -143,11 +233,16 @@ def read_document(path: str) -> Any:
                 "inventory/sparks.yml and fill it in, or point SPARK_INVENTORY at your file"
             ],
         )
+    if file.stat().st_size > MAX_BYTES:
+        raise InventoryError(path, [f"{path}: larger than {MAX_BYTES} bytes; not an inventory"])
     try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+        return yaml.load(file.read_text(encoding="utf-8"), Loader=InventoryLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         problem = getattr(error, "problem", None) or str(error)
         raise InventoryError(path, [f"{where}: not valid YAML: {problem}"]) from None
-    return raw
+    except RecursionError:
+        raise InventoryError(path, [f"{path}: nested too deep to be an inventory"]) from None
+    except UnicodeDecodeError as error:
+        raise InventoryError(path, [f"{path}: not UTF-8 text ({error.reason})"]) from None
