@@ -44,6 +44,8 @@ def listener():
     made.sock.close()
 
 
+PASTED = "hf_" + "Q7tZ" * 9  # shaped like a Hugging Face token; must never be echoed
+
 CASES = {
     "unknown key": (
         "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port}, alow_reboot: true}}\n",
@@ -61,6 +63,26 @@ CASES = {
         "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port}\n",
         [":3:1: not valid YAML"],
     ),
+    "a key given twice": (
+        "sparks:\n  spark-1:\n    ssh_host: 127.0.0.1\n    ssh_port: {port}\n"
+        "    allow_reboot: false\n    allow_reboot: true\n",
+        [":6:5: not valid YAML: key 'allow_reboot' is given twice in this mapping"],
+    ),
+    "a unit directive in a value": (
+        "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port}, ssh_user: x,"
+        ' model_revision: "main\\nExecStartPre=/tmp/x"}}\n',
+        ["host 'spark-1', key 'model_revision': must not contain control characters"],
+    ),
+    "a sudoers rule as the user": (
+        "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port},"
+        " ssh_user: 'ALL ALL=(ALL) NOPASSWD: ALL'}}\n",
+        ["host 'spark-1', key 'ssh_user': must be a user name"],
+    ),
+    "a token pasted into engine.env": (
+        "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port}, ssh_user: x,"
+        " model_repo: o/m, engine: {{name: vllm, env: {{MY_KEY: " + PASTED + "}}}}}}\n",
+        ["'spark-1', 'engine', 'env', 'MY_KEY': looks like a secret"],
+    ),
 }
 
 
@@ -77,6 +99,7 @@ def test_invalid_inventory_fails_before_any_connection(case, listener, tmp_path)
         assert f"{path}" in run.stderr and fragment in run.stderr, run.stderr
     assert "Connecting to hosts" not in run.stderr
     assert listener.count == 0
+    assert PASTED not in run.stderr + run.stdout
 
 
 def test_missing_inventory_file(tmp_path):
