@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import shlex
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 SYSTEMD_PLAIN = re.compile(r"[^\s\"'\\;]+")
 ENV_PLAIN = re.compile(r"[^\s\"'\\$`]([^\"'\\$`]*[^\s\"'\\$`])?")
 SUDOERS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")

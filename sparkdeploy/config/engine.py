@@ -29,6 +29,7 @@ from pydantic import (
 
 from sparkdeploy.config.values import (
     ENV_NAME,
+    ServedName,
     Text,
     UnitName,
     env_name,
@@ -105,10 +106,8 @@ class EngineSettings(BaseModel):
         description="Address the API binds to. 0.0.0.0 exposes the unauthenticated API on "
         "every interface (allowed, with a warning); prefer a reverse proxy.",
     )
-    served_model_name: str | None = Field(
+    served_model_name: ServedName | None = Field(
         None,
-        min_length=1,
-        pattern=r"^[A-Za-z0-9._:/@+-]{1,128}$",
         description="Model name clients send in requests. Unset: the model folder's name.",
     )
     context_length: int | None = Field(

@@ -56,8 +56,9 @@ def name_of(key: object) -> str:
 def location(loc: tuple) -> str:
     """("qsfp", 0, "address") -> "key 'qsfp', rail 1, 'address'" (rails count from 1)."""
     parts = [f"key {name_of(loc[0])}" if loc else "key '?'"]
+    counted = "rail" if loc and loc[0] == "qsfp" else "item"
     for part in loc[1:]:
-        parts.append(f"rail {part + 1}" if isinstance(part, int) else name_of(part))
+        parts.append(f"{counted} {part + 1}" if isinstance(part, int) else name_of(part))
     return ", ".join(parts)
 
 

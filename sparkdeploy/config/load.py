@@ -37,7 +37,7 @@ from sparkdeploy.config.errors import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import rail_problems
-from sparkdeploy.config.values import SECRET_HINT, looks_like_secret, shown
+from sparkdeploy.config.values import SECRET_HINT, looks_like_secret, redact, shown
 
 MAX_SPARKS = 2
 HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -138,8 +138,14 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
 
 
 def secret_places(value: Any, where: tuple[str, ...] = ()) -> list[str]:
-    """Where in the document a key or a value looks like a secret (a token or key)."""
-    here = ", ".join(where) or "the document"
+    """Where in the document a key or a value looks like a secret (a token or key), as
+    "host 'spark-1', key 'engine', 'env', 'X'" (or "defaults, key ...")."""
+    if len(where) > 2 and where[0] == "'sparks'":
+        here = f"host {where[1]}, key {', '.join(where[2:])}"
+    elif len(where) > 1 and where[0] == "'defaults'":
+        here = f"defaults, key {', '.join(where[1:])}"
+    else:
+        here = ", ".join(where) or "the document"
     if isinstance(value, str):
         return [here] if looks_like_secret(value) else []
     found = []
@@ -240,7 +246,7 @@ def read_document(path: str) -> Any:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = getattr(error, "problem", None) or str(error)
+        problem = redact(getattr(error, "problem", None) or str(error))
         raise InventoryError(path, [f"{where}: not valid YAML: {problem}"]) from None
     except RecursionError:
         raise InventoryError(path, [f"{path}: nested too deep to be an inventory"]) from None

@@ -22,11 +22,13 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Control characters, Unicode line and paragraph separators, and lone surrogates (which
+# cannot even be written as UTF-8).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 # Tokens a recipe may carry by mistake: Hugging Face, OpenAI-style, GitHub, Slack, AWS keys,
 # bearer headers, JWTs. Matched anywhere in a value.
 SECRET = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
+    r"hf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bBearer\s+\S{8,}"
     r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.",
     re.IGNORECASE,
@@ -41,6 +43,7 @@ HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})|\[?[0-9A-Fa-f:.]+\]?"
 PATH_CHARS = re.compile(r"/[A-Za-z0-9._+/-]*")
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 UNIT_NAME = re.compile(r"[A-Za-z0-9:_.@-]{1,247}\.service")
 # The docker reference grammar (distribution/reference): [host[:port]/]path[:tag][@digest].
@@ -59,7 +62,7 @@ SYSTEM_TREES = (
 # running containers (and the deploy's own engine units).
 PROTECTED_UNITS = re.compile(
     r"(ssh|sshd|NetworkManager|NetworkManager-[\w-]+|dbus|dbus-broker|docker|containerd"
-    r"|systemd-[\w@.-]+|getty@[\w.-]*|serial-getty@[\w.-]*|user@\d*|polkit|cron|rsyslog"
+    r"|systemd-[\w@.-]+|dbus-org\.[\w.-]+|getty@[\w.-]*|serial-getty@[\w.-]*|user@\d*|polkit|cron|rsyslog"
     r"|nvidia-persistenced|spark-engine-[\w.@-]+|wpa_supplicant|networkd-dispatcher"
     r"|tailscaled|avahi-daemon)\.service",
     re.IGNORECASE,
@@ -79,6 +82,12 @@ def shown(value: object, limit: int = 48) -> str:
     if looks_like_secret(text):
         return "<redacted: looks like a secret>"
     return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def redact(text: str) -> str:
+    """``text`` with anything shaped like a secret replaced (for messages from libraries
+    that quote their input, such as a YAML error)."""
+    return SECRET.sub("<redacted>", text)
 
 
 def plain_text(value: str) -> str:
@@ -110,14 +119,15 @@ def user_name(value: str) -> str:
 
 
 def absolute_path(value: str, example: str = "/sys") -> str:
-    """An absolute path of plain characters, normalized; no `..`, no `:` (docker -v), no
-    `%` or `$` (systemd), no spaces."""
+    """An absolute path of plain characters, normalized (one leading slash: POSIX lets
+    ``//etc`` mean something else, so normpath keeps it, but Linux reads it as ``/etc``);
+    no `..`, no `:` (docker -v), no `%` or `$` (systemd), no spaces."""
     _matching(PATH_CHARS, f"an absolute path (letters, digits and . _ + - /), such as {example}")(
         value
     )
     if ".." in value.split("/"):
         raise ValueError("must not contain '..'")
-    return posixpath.normpath(value)
+    return posixpath.normpath("/" + value.lstrip("/"))
 
 
 def model_dir(value: str) -> str:
@@ -135,6 +145,14 @@ def model_dir(value: str) -> str:
             f"({', '.join(SYSTEM_TREES)}), such as /opt/models or /home/nvidia/models"
         )
     return path
+
+
+def served_name(value: str) -> str:
+    return _matching(
+        SERVED_NAME,
+        "a model name of letters, digits and . _ : / @ + -, starting "
+        "with a letter or digit, such as Mistral-Small-4",
+    )(value)
 
 
 def host_name(value: str) -> str:
@@ -227,3 +245,4 @@ EnvName = Annotated[str, AfterValidator(env_name)]
 UnitName = Annotated[str, AfterValidator(unit_name)]
 ImageReference = Annotated[str, AfterValidator(image_reference)]
 HubUrl = Annotated[str, AfterValidator(hf_endpoint)]
+ServedName = Annotated[str, AfterValidator(served_name)]
