@@ -16,8 +16,8 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from sparkdeploy.config.engine import EngineSettings
@@ -169,15 +169,15 @@ class SparkSettings(BaseModel):
         description="huggingface_hub release whose `hf` command is installed in its own venv "
         "(/opt/spark-deploy/hf-cli) and linked as /usr/local/bin/hf.",
     )
-    hf_endpoint: HubUrl | None = Field(
-        None,
-        description="Hub URL (HF_ENDPOINT) for a mirror, https. Unset: https://huggingface.co.",
-    )
     hf_endpoint_allow_http: bool = Field(
         False,
         description="Accept an http:// hf_endpoint. The hf client sends the HF token to the "
         "endpoint, so over http it travels in clear text: only for a mirror on a trusted "
         "network.",
+    )
+    hf_endpoint: HubUrl | None = Field(
+        None,
+        description="Hub URL (HF_ENDPOINT) for a mirror, https. Unset: https://huggingface.co.",
     )
     hf_token_env: EnvName = Field(
         "HF_TOKEN",
@@ -244,18 +244,15 @@ class SparkSettings(BaseModel):
         "<sysfs_root>/class/infiniband.",
     )
 
-    @model_validator(mode="after")
-    def _clear_text_token(self) -> SparkSettings:
-        if (
-            self.hf_endpoint
-            and self.hf_endpoint.startswith("http:")
-            and not self.hf_endpoint_allow_http
-        ):
+    @field_validator("hf_endpoint")
+    @classmethod
+    def _clear_text_token(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and value.startswith("http:") and not info.data.get("hf_endpoint_allow_http"):
             raise ValueError(
-                "hf_endpoint is http: the hf client would send the HF token in clear text; use "
-                "https, or set hf_endpoint_allow_http: true for a mirror on a trusted network"
+                "is http: the hf client would send the HF token in clear text; use https, or "
+                "set hf_endpoint_allow_http: true for a mirror on a trusted network"
             )
-        return self
+        return value
 
     @property
     def user(self) -> str:
