@@ -81,7 +81,7 @@ CASES = {
     "a token pasted into engine.env": (
         "sparks:\n  spark-1: {{ssh_host: 127.0.0.1, ssh_port: {port}, ssh_user: x,"
         " model_repo: o/m, engine: {{name: vllm, env: {{MY_KEY: " + PASTED + "}}}}}}\n",
-        ["'spark-1', 'engine', 'env', 'MY_KEY': looks like a secret"],
+        ["host 'spark-1', key 'engine', 'env', 'MY_KEY': looks like a secret"],
     ),
 }
 
