@@ -22,10 +22,12 @@ from __future__ import annotations
 import re
 import shlex
 
+# Control characters, Unicode line and paragraph separators, and lone surrogates (which
+# cannot even be written as UTF-8); config/values.py refuses the same set.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 SYSTEMD_PLAIN = re.compile(r"[^\s\"'\\;]+")
 ENV_PLAIN = re.compile(r"[^\s\"'\\$`]([^\"'\\$`]*[^\s\"'\\$`])?")
-SUDOERS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # Ubuntu's adduser rule, without a final $
 
 
 class UnsafeValue(ValueError):
@@ -78,7 +80,7 @@ def docker_env(value: str) -> str:
 def sudoers_user(value: str) -> str:
     """A user name in a sudoers rule: a plain user name, never ``ALL``, ``%group``, a list or
     a rule."""
-    if not SUDOERS_USER.fullmatch(value):
+    if not USER_NAME.fullmatch(value):
         raise UnsafeValue(f"{value!r} is not a plain user name; it cannot go into sudoers")
     return value
 

@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator
 
-# Control characters, Unicode line and paragraph separators, and lone surrogates (which
-# cannot even be written as UTF-8).
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+from sparkdeploy.escape import CONTROL, USER_NAME
+
 # Tokens a recipe may carry by mistake: Hugging Face, OpenAI-style, GitHub, Slack, AWS keys,
 # bearer headers, JWTs. Matched anywhere in a value.
 SECRET = re.compile(
@@ -38,7 +37,6 @@ SECRET_HINT = (
     "token on the laptop (the variable named by hf_token_env) and the deploy installs it"
 )
 
-USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # Ubuntu's adduser rule, without a final $
 HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})|\[?[0-9A-Fa-f:.]+\]?")
 PATH_CHARS = re.compile(r"/[A-Za-z0-9._+/-]*")
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")

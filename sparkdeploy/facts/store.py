@@ -33,12 +33,6 @@ class RunStore:
     notices: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     reports: dict[str, Callable[[], str]] = field(default_factory=dict)
 
-    def preset(self, host_name: str, fact: type[FactBase[T]], value: T) -> None:
-        """Give a fact's value without gathering it (unit tests of operations)."""
-        answer: AsyncResult[T] = AsyncResult()
-        answer.set(value)
-        self.facts[(host_name, fact)] = answer
-
 
 def run_store(state: State | None = None) -> RunStore:
     """The store of this run (of ``state``, else of the run in progress)."""

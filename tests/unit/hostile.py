@@ -37,7 +37,7 @@ from pyinfra.api import Config, State
 from pyinfra.api import Inventory as PyinfraInventory
 
 from sparkdeploy.deploys.engine.units import unit_text
-from sparkdeploy.deploys.models.folders import hf_environment, model_folder
+from sparkdeploy.deploys.models.folders import folder_arguments, hf_environment, model_folder
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.facts.preflight import SparkPreflight
@@ -305,20 +305,8 @@ def folder_commands(inventory: Inventory) -> dict[str, tuple[tuple[str, ...], ..
         host = pyinfra.get_host(name)
         given(host, SparkHostState, host_state(models={}))
         words: list[tuple[str, ...]] = []
-        for folder, want, needs_tokenizer in spark.model_folders():
-            repo, revision = want.rsplit("@", 1)
-            outcome = run(
-                model_folder,
-                host,
-                repo=repo,
-                folder=folder,
-                revision=revision,
-                needs_tokenizer=needs_tokenizer,
-                base_repo=spark.model_base_repo if needs_tokenizer else None,
-                user=spark.user,
-                group=OPERATOR_GROUP,
-                hf_env=hf_environment(spark),
-            )
+        for arguments in folder_arguments(spark, OPERATOR_GROUP):
+            outcome = run(model_folder, host, **arguments)
             words += [shell_words(command) for command in outcome.commands]
         commands[name] = tuple(words)
     return commands

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
 
+from gevent.event import AsyncResult
 from pyinfra.api import (
     Config,
     FileUploadCommand,
@@ -70,7 +71,9 @@ def pair(**keys: Any) -> dict[str, Host]:
 
 def given(host: Host, fact: type, value: Any) -> None:
     """The value ``fact`` has on ``host`` in this run (as if gathered at planning)."""
-    run_store(host.state).preset(host.name, fact, value)
+    answer: AsyncResult[Any] = AsyncResult()
+    answer.set(value)
+    run_store(host.state).facts[(host.name, fact)] = answer
 
 
 @dataclass

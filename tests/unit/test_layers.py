@@ -18,7 +18,7 @@ ALLOWED: dict[str, set[str]] = {
     "knowledge": set(),
     "escape": set(),
     "render": {"escape"},
-    "config": {"knowledge"},
+    "config": {"escape", "knowledge"},
     "engine_plan": {"config", "knowledge"},
     "inventory": {"config", "engine_plan"},
     "facts": {"config", "engine_plan", "escape", "knowledge", "render"},

@@ -6,6 +6,8 @@ engine may use it. A complete folder is never downloaded again.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
@@ -88,20 +90,29 @@ def model_folder(
     )
 
 
+def folder_arguments(spark: SparkSettings, group: str) -> list[dict[str, Any]]:
+    """The ``model_folder`` arguments of each model folder the Spark has (model, draft)."""
+    arguments = []
+    for folder, want, needs_tokenizer in spark.model_folders():
+        repo, revision = want.rsplit("@", 1)
+        arguments.append({
+            "repo": repo,
+            "folder": folder,
+            "revision": revision,
+            "needs_tokenizer": needs_tokenizer,
+            "base_repo": spark.model_base_repo if needs_tokenizer else None,
+            "user": spark.user,
+            "group": group,
+            "hf_env": hf_environment(spark),
+        })  # fmt: skip
+    return arguments
+
+
 @deploy("Download and verify the model folders")
 def prepare_models() -> None:
     spark: SparkSettings = host.data.spark
-    state = host_state()
-    for folder, want, needs_tokenizer in spark.model_folders():
-        repo, revision = want.rsplit("@", 1)
+    for arguments in folder_arguments(spark, host_state().user_group):
         model_folder(
-            name=f"Make {folder} a complete copy of {repo}",
-            repo=repo,
-            folder=folder,
-            revision=revision,
-            needs_tokenizer=needs_tokenizer,
-            base_repo=spark.model_base_repo if needs_tokenizer else None,
-            user=spark.user,
-            group=state.user_group,
-            hf_env=hf_environment(spark),
+            name=f"Make {arguments['folder']} a complete copy of {arguments['repo']}",
+            **arguments,
         )
