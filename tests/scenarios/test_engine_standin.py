@@ -62,8 +62,14 @@ class TestEngineUnderSystemd:
         sh(twin, f"systemctl stop {UNIT}")
         assert sh(twin, "docker ps -a --format '{{.Names}}'") == ""
         assert sh(twin, "python3 -", input=LISTENING) == "False"
+        # journald may file the engine's last stdout lines a moment after the stop returns
+        shutdown = "INFO:     Application shutdown complete."
+        harness.wait_for(
+            lambda: shutdown in sh(twin, f"journalctl -u {UNIT} --no-pager"),
+            "the engine's shutdown line in the journal", timeout=15,
+        )  # fmt: skip
         journal = sh(twin, f"journalctl -u {UNIT} --no-pager")
-        assert "INFO:     Application shutdown complete." in journal
+        assert shutdown in journal
         assert f"{UNIT}.service: Deactivated successfully." in journal  # docker run exited 0
 
     def test_the_operator_needs_the_docker_group(self, scenario):
