@@ -136,15 +136,13 @@ class KernelLog(FactBase):
     that boot. A boot the journal does not hold (no persistent journal, a first boot) comes
     back with no lines. Read-only; needs root (or the adm group) on DGX OS.
 
-    Sample output of the command (the last line wrapped here)::
+    Sample output of the command::
 
         @@spark-deploy@@ boot current boot
         2026-11-21T08:00:03+00:00 spark-1 kernel: nvidia-nvlink: Nvlink Core is being initialized
         2026-11-21T08:00:09+00:00 spark-1 nvidia-persistenced[1187]: Started (1187)
         @@spark-deploy@@ boot previous boot
-        2026-11-20T23:41:17+00:00 spark-1 kernel: NVRM: nvCheckOkFailedNoLog: Check failed:
-            Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from
-            _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359
+        2026-11-20T23:41:17+00:00 spark-1 kernel: NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)
 
     .. code:: python
 

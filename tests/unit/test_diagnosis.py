@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from pyinfra.context import ctx_host, ctx_state
 
 from sparkdeploy.facts.journals import (
     JOURNAL_MARK,
@@ -21,8 +22,12 @@ from sparkdeploy.facts.journals import (
     SparkJournals,
     UnitJournal,
 )
+from sparkdeploy.facts.store import run_store
 from sparkdeploy.knowledge.signatures import diagnose
-from sparkdeploy.reports.diagnosis import TAIL_LINES, kernel_report, report
+from sparkdeploy.reports.diagnosis import TAIL_LINES, diagnose_engines, kernel_report, report
+from tests.twins import harness
+from tests.unit.operations import given, spark
+from tests.unit.samples import docstring_sample
 
 JOURNALS = Path(__file__).parent / "fixtures" / "journals"
 KERNEL = Path(__file__).parent / "fixtures" / "kernel"
@@ -261,3 +266,58 @@ def test_a_host_fault_in_the_engine_journal_is_tagged_with_it():
     assert level == logging.WARNING
     assert "rule id  ibv-reg-mr-no-memory (no GB10 rule prevents it yet)" in text
     assert "        where    engine journal" in text.splitlines()
+
+
+# --- the whole diagnosis of a host: the fact given, the notices it records ----------------
+
+
+def test_documented_kernel_sample_parses_and_is_diagnosed():
+    boots = KernelLog().process(docstring_sample(KernelLog))
+    assert [boot.boot for boot in boots] == ["current boot", "previous boot"]
+    assert [len(boot.lines) for boot in boots] == [2, 1]
+    level, text = kernel_report(boots)
+    assert level == logging.WARNING
+    assert "rule id  nvrm-rm-init-adapter-failed" in text
+    assert "where    kernel log, previous boot" in text
+
+
+def diagnosis_notices(engine: bool, boots: list[BootLog]) -> list[tuple[int, str]]:
+    host = spark(**({**harness.MODEL, "engine": {"name": "sglang"}} if engine else {}))
+    units = [
+        UnitJournal(UNIT, FAILED, tuple(journal("sglang-flashmla-sparse-decode").splitlines()))
+    ]
+    given(host, SparkJournals, Journals(units if engine else [], boots))
+    with ctx_state.use(host.state), ctx_host.use(host):
+        diagnose_engines()
+    return run_store(host.state).notices[host.name]
+
+
+def test_a_host_diagnosis_reports_the_unit_then_the_kernel_log_with_its_source():
+    boots = [
+        BootLog("current boot", kernel("clean")),
+        BootLog("previous boot", kernel("wedge-previous-boot")),
+    ]
+    (unit_level, unit_text), (kernel_level, kernel_text) = diagnosis_notices(True, boots)
+    assert unit_level == logging.WARNING
+    assert unit_text.startswith(f"Diagnosis of {UNIT}: activating (auto-restart")
+    assert "rule id  flashmla-sm100-only" in unit_text
+    assert "where    engine journal" in unit_text
+    assert kernel_level == logging.WARNING
+    assert kernel_text.startswith("Diagnosis of the kernel log (the last 1000 kernel lines")
+    finding = {
+        line.split(maxsplit=1)[0]: line.split(maxsplit=1)[1]
+        for line in kernel_text.splitlines()[2:]
+    }
+    assert finding["rule"] == "id  nvrm-no-memory (no GB10 rule prevents it yet)"
+    assert finding["where"] == "kernel log, previous boot"
+    assert finding["source"].startswith("https://github.com/NVIDIA/dgx-spark-playbooks/issues/97; ")
+
+
+def test_a_spark_without_an_engine_gets_its_kernel_log_diagnosed():
+    notices = diagnosis_notices(False, [BootLog("current boot", kernel("clean"))])
+    assert notices[0] == (
+        logging.INFO,
+        "no engine: in the inventory for this Spark; only its kernel log is read",
+    )
+    assert notices[1][0] == logging.INFO
+    assert "no known GB10 host failure signature" in notices[1][1]
