@@ -1,9 +1,12 @@
 """
-The engine journals fact: each engine unit's state and last journal lines, read-only.
+The journal facts, read-only: each engine unit's state and last journal lines
+(``EngineJournals``), the Spark's kernel log of this boot and the previous one
+(``KernelLog``), and both in one round trip (``SparkJournals``, what the diagnosis reads).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
@@ -100,3 +103,106 @@ class EngineJournals(FactBase):
             elif found:
                 found[-1][2].append(line)
         return [UnitJournal(unit, properties, tuple(lines)) for unit, properties, lines in found]
+
+
+# The boots whose kernel log is read: a wedged Spark is power-cycled, so what the driver
+# logged before the wedge is in the previous boot, when the journal is kept on disk (the
+# Spark of NVIDIA forum thread 366026 had 40 boots in it).
+BOOTS = (("current boot", 0), ("previous boot", -1))
+# Besides the kernel: nvidia-persistenced logs "Failed to query NVIDIA devices" at boot when
+# the driver did not come up (syslog, not the kernel log).
+HOST_IDENTIFIERS = ("nvidia-persistenced",)
+IDENTIFIER_LINES = 20  # of each identifier per boot
+# `journalctl -o short-iso`: "2026-11-20T08:01:12+00:00 spark-1 kernel: NVRM: ..."
+SHORT_ISO = re.compile(r"^\S+ \S+ (?P<identifier>[^\s\[:]+)(\[\d+\])?: ")
+
+
+@dataclass(frozen=True)
+class BootLog:
+    boot: str  # "current boot" or "previous boot"
+    lines: tuple[str, ...]  # the kernel's last lines, then nvidia-persistenced's (short-iso)
+
+    def where(self, line: str) -> str:
+        """The log a line of this boot comes from: "kernel log, previous boot"."""
+        match = SHORT_ISO.match(line)
+        identifier = match.group("identifier") if match else "kernel"
+        source = "kernel log" if identifier == "kernel" else f"{identifier} log"
+        return f"{source}, {self.boot}"
+
+
+class KernelLog(FactBase):
+    """
+    Returns the last kernel lines of this boot and of the previous one (``journalctl -k``,
+    bounded by ``lines`` per boot), each followed by nvidia-persistenced's last lines of
+    that boot. A boot the journal does not hold (no persistent journal, a first boot) comes
+    back with no lines. Read-only; needs root (or the adm group) on DGX OS.
+
+    Sample output of the command::
+
+        @@spark-deploy@@ boot current boot
+        2026-11-21T08:00:03+00:00 spark-1 kernel: nvidia-nvlink: Nvlink Core is being initialized
+        2026-11-21T08:00:09+00:00 spark-1 nvidia-persistenced[1187]: Started (1187)
+        @@spark-deploy@@ boot previous boot
+        2026-11-20T23:41:17+00:00 spark-1 kernel: NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)
+
+    .. code:: python
+
+        [BootLog(boot="current boot", lines=("2026-11-21T08:00:03+00:00 spark-1 kernel: ...", ...)),
+         BootLog(boot="previous boot", lines=(...))]
+    """
+
+    def command(self, lines: int) -> str:
+        commands = []
+        for boot, offset in BOOTS:
+            read = f"journalctl -b {offset} --no-pager -q -o short-iso"
+            commands += [
+                f"printf '{JOURNAL_MARK} boot %s\\n' {shell(boot)}",
+                f"{read} -k -n {int(lines)} 2>/dev/null",
+                *(
+                    f"{read} -t {shell(name)} -n {IDENTIFIER_LINES} 2>/dev/null"
+                    for name in HOST_IDENTIFIERS
+                ),
+            ]
+        return "\n".join([*commands, "true"])
+
+    def process(self, output: list[str]) -> list[BootLog]:
+        found: list[tuple[str, list[str]]] = []
+        for line in output:
+            if line.startswith(f"{JOURNAL_MARK} boot "):
+                found.append((line[len(JOURNAL_MARK) + 6 :].strip(), []))
+            elif found:
+                found[-1][1].append(line)
+        return [BootLog(boot, tuple(lines)) for boot, lines in found]
+
+
+@dataclass(frozen=True)
+class Journals:
+    units: list[UnitJournal]  # EngineJournals
+    boots: list[BootLog]  # KernelLog
+
+
+class SparkJournals(FactBase):
+    """
+    Returns ``EngineJournals`` and ``KernelLog`` in one round trip: the engine units'
+    sections first, then the boots' (their marks tell them apart).
+
+    .. code:: python
+
+        Journals(units=[UnitJournal(unit="spark-engine-sglang.service", ...)],
+                 boots=[BootLog(boot="current boot", ...), BootLog(boot="previous boot", ...)])
+    """
+
+    def command(self, units: tuple[str, ...], lines: int, kernel_lines: int) -> str:
+        return "\n".join(
+            [EngineJournals().command(units, lines), KernelLog().command(kernel_lines)]
+        )
+
+    def process(self, output: list[str]) -> Journals:
+        first_boot = next(
+            (n for n, line in enumerate(output) if line.startswith(f"{JOURNAL_MARK} boot ")),
+            len(output),
+        )
+        return Journals(
+            EngineJournals().process(output[:first_boot]),
+            KernelLog().process(output[first_boot:]),
+        )
