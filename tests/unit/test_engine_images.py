@@ -316,9 +316,7 @@ def test_allowed_options_in_both_spellings_reach_docker_run_before_the_image(
         (["--publish=8000:8000"], "--publish: managed by engine.port and engine.bind"),
     ],
 )
-def test_options_the_deploy_manages_are_refused_naming_the_setting(
-    given: list[str], message: str
-):
+def test_options_the_deploy_manages_are_refused_naming_the_setting(given: list[str], message: str):
     [problem] = problems({"name": "vllm", "docker_args": given})
     assert problem.startswith("inventory/sparks.yml: host 's1', key 'engine', 'docker_args'")
     assert message in problem and problem.count("; ") <= 2  # the value is not a second problem
@@ -408,9 +406,7 @@ def test_mount_paths_are_refused(mount: dict[str, str], key: str, message: str):
 
 
 def test_a_mount_is_refused_over_the_model_folders_and_twice_on_one_path():
-    found = problems(
-        {"name": "vllm", "mounts": [{"host": "/srv/k", "container": "/opt/models"}]}
-    )
+    found = problems({"name": "vllm", "mounts": [{"host": "/srv/k", "container": "/opt/models"}]})
     assert found[0] == (
         "inventory/sparks.yml: host 's1', key 'engine': engine.mounts: container path "
         f"/opt/models would cover the model folder mount {MODEL}; mount it elsewhere, such as "

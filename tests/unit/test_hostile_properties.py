@@ -127,7 +127,8 @@ SPARK: dict[str, Any] = {
         "served_model_name": "zqserved",
         "args": {"--chat-template": "zqtemplate", "--lora-paths": ["zqlora1", "zqlora2"]},
         "env": {"ZQNAME": "zqvalue"},
-        "docker_args": ["--zqopt"],
+        "docker_args": ["--label=zqopt"],
+        "mounts": [{"host": "/srv/zqhost", "container": "/zqmnt"}],
         "other_gpu_services": ["zqunit.service"],
     },
 }
@@ -265,7 +266,8 @@ SETTINGS = [
     ),
     Setting(
         "engine.image", "engine", ("engine", "image"), "zqregistry.example/zqimage:zqtag-cu13",
-        ["zqregistry.example/zqimage:zqtag-cu13", "lmsysorg/sglang:nightly-dev-cu13-2026",
+        ["zqregistry.example/zqimage:zqtag-cu13",
+         "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a",
          f"registry.example:5000/a/b:x-cu13@sha256:{'0' * 64}"],
         as_read=_engine("image"),
     ),  # fmt: skip
@@ -294,9 +296,25 @@ SETTINGS = [
         as_read=_engine_item("env", "ZQNAME"),
     ),
     Setting(
-        "engine.docker_args item", "engine", ("engine", "docker_args", 0), "--zqopt",
-        ["--zqopt", "--shm-size=16g", "--ulimit=memlock=-1", "--label=a b"],
+        "engine.docker_args item", "engine", ("engine", "docker_args", 0), "--label=zqopt",
+        ["--label=zqopt", "--shm-size=16g", "--ulimit=memlock=-1", "--label=a b",
+         "--device=/dev/infiniband", "--privileged"],
         as_read=_engine_item("docker_args", 0),
+    ),
+    Setting(
+        "engine.mounts host", "engine", ("engine", "mounts", 0, "host"), "/srv/zqhost",
+        ["/srv/zqhost", "/srv/kernels", "/home/nvidia/kernels"],
+        # normalized like model_dir
+        stands_for=lambda inventory, _: {
+            "/srv/zqhost": inventory.sparks["s1"].engine.mounts[0].host
+        },
+    ),
+    Setting(
+        "engine.mounts container", "engine", ("engine", "mounts", 0, "container"), "/zqmnt",
+        ["/zqmnt", "/workspace/kernels", "/opt/extra"],
+        stands_for=lambda inventory, _: {
+            "/zqmnt": inventory.sparks["s1"].engine.mounts[0].container
+        },
     ),
     Setting(
         "engine.other_gpu_services item", "engine", ("engine", "other_gpu_services", 0),
