@@ -372,8 +372,16 @@ class EngineSettings(BaseModel):
         )
 
     def launch_warning(self) -> str | None:
-        """When neither images.yaml nor the inventory says how the server starts."""
-        if self.launch is not None or describe_image(self.name, self.image).launch:
+        """When neither images.yaml nor the inventory says how the server starts, or the
+        inventory says otherwise than images.yaml."""
+        info = describe_image(self.name, self.image)
+        if self.launch is not None and info.launch and self.launch != info.launch:
+            return (
+                f"engine.launch {self.launch} overrides images.yaml, where {info.family} "
+                f"images launch by {info.launch}; the server would not start as the image "
+                "expects unless the image was changed. Drop engine.launch if it was not"
+            )
+        if self.launch is not None or info.launch:
             return None
         what = "image built on the Spark" if is_image_id(self.image) else "image"
         return (

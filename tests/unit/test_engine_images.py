@@ -101,7 +101,7 @@ def test_image_forms_are_accepted_with_their_release_and_launch(
     info = describe_image(engine, image)
     assert (info.family, info.version, info.launch) == (family, version, launch)
     assert info.pinned
-    settings = EngineSettings(name=engine, image=image)
+    settings = EngineSettings.model_validate({"name": engine, "image": image})
     catalogued = available_versions(engine)
     expected = version if version in catalogued else catalogued[-1]
     assert settings.version == expected
@@ -218,6 +218,13 @@ def test_engine_launch_overrides_the_family_and_the_default():
     assert after_image(words, IMAGE_ID)[:3] == ["vllm", "serve", "--model"]
     [words] = words_of({"name": "vllm", "launch": "command"}).values()
     assert after_image(words, "vllm/vllm-openai:v0.33.0")[:3] == ["vllm", "serve", "--model"]
+    [warning] = [w for w in inventory({"name": "vllm", "launch": "command"}).warnings
+                 if "engine.launch" in w]  # fmt: skip
+    assert warning.endswith(
+        "engine.launch command overrides images.yaml, where vllm-openai images launch by "
+        "entrypoint; the server would not start as the image expects unless the image was "
+        "changed. Drop engine.launch if it was not"
+    )
 
 
 def test_a_ray_pair_with_an_entrypoint_image_replaces_it_with_ray_and_execs_vllm_serve():

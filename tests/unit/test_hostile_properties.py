@@ -208,6 +208,17 @@ def _engine_item(key: str, *path: Any) -> Callable[[Inventory], Any]:
     return read
 
 
+def _mount(mark: str, side: str) -> Callable[[Inventory, str], dict[str, str]]:
+    """A mount path stands for itself as the settings normalized it."""
+
+    def stands_for(inventory: Inventory, _: str) -> dict[str, str]:
+        engine = inventory.sparks["s1"].engine
+        assert engine is not None
+        return {mark: getattr(engine.mounts[0], side)}
+
+    return stands_for
+
+
 def _repo(mark: str) -> Callable[[Inventory, str], dict[str, str]]:
     """A repository stands for itself, and its name for the model folder's name."""
     return lambda _, value: {mark: value, mark.split("/")[1]: value.split("/")[-1]}
@@ -304,17 +315,12 @@ SETTINGS = [
     Setting(
         "engine.mounts host", "engine", ("engine", "mounts", 0, "host"), "/srv/zqhost",
         ["/srv/zqhost", "/srv/kernels", "/home/nvidia/kernels"],
-        # normalized like model_dir
-        stands_for=lambda inventory, _: {
-            "/srv/zqhost": inventory.sparks["s1"].engine.mounts[0].host
-        },
+        stands_for=_mount("/srv/zqhost", "host"),  # normalized like model_dir
     ),
     Setting(
         "engine.mounts container", "engine", ("engine", "mounts", 0, "container"), "/zqmnt",
         ["/zqmnt", "/workspace/kernels", "/opt/extra"],
-        stands_for=lambda inventory, _: {
-            "/zqmnt": inventory.sparks["s1"].engine.mounts[0].container
-        },
+        stands_for=_mount("/zqmnt", "container"),
     ),
     Setting(
         "engine.other_gpu_services item", "engine", ("engine", "other_gpu_services", 0),
