@@ -3,10 +3,14 @@ Engine settings: which engine serves the model on a Spark, from which pinned ima
 which overrides. Nested as ``engine:`` in the inventory::
 
     engine:
-      name: sglang                      # or vllm
-      image: lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a   # default per engine
-      args: {--max-running-requests: 8, --moe-runner-backend: null}   # null drops a default
-      env: {SGLANG_ENABLE_SPEC_V2: "False"}
+      name: vllm                        # or sglang
+      image: nvcr.io/nvidia/vllm:26.05-py3          # default per engine
+      version: "0.20.1"                 # optional: what images.yaml maps the image to
+      launch: command                   # optional: entrypoint | command (images.yaml)
+      args: {--max-num-seqs: 8, --kv-cache-dtype: null}   # null drops a default
+      env: {VLLM_MARLIN_USE_ATOMIC_ADD: "1"}
+      docker_args: [--shm-size=16g, --ulimit, memlock=-1]   # from an allowed list
+      mounts: [{host: /srv/kernels, container: /workspace/kernels}]   # read-only
 
 Validation follows ``sparkdeploy/config/spark.py``: strict types, unknown keys refused, and
 within a key every problem listed at once (each flag named, with what would be valid).
@@ -23,6 +27,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -30,6 +35,7 @@ from pydantic import (
 
 from sparkdeploy.config.values import (
     ENV_NAME,
+    AbsolutePath,
     ServedName,
     Text,
     UnitName,
@@ -40,13 +46,21 @@ from sparkdeploy.config.values import (
     secret_name,
     shown,
 )
+from sparkdeploy.knowledge.docker_options import parse_docker_args
 from sparkdeploy.knowledge.flags import (
     CatalogueNotFound,
     available_versions,
     check_flags,
     load_catalogue,
 )
-from sparkdeploy.knowledge.images import image_tag, images, version_for_image
+from sparkdeploy.knowledge.images import (
+    describe_image,
+    engine_of,
+    images,
+    is_image_id,
+    pinning_problem,
+    version_for_image,
+)
 from sparkdeploy.knowledge.profiles import managed_flags
 
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
@@ -58,6 +72,57 @@ SECRET_FLAG_HINT = (
 
 Scalar = bool | int | float | str
 ArgValue = bool | int | float | str | list[Scalar] | dict[str, Any]
+# Paths a mount may not take, on the host (what the container could read: the system's
+# configuration and secrets, kernel interfaces, Docker's socket, which read-only still
+# controls Docker) or in the container (what it needs to run). Equal, under or a parent.
+HOST_TREES_REFUSED = (
+    "/boot", "/dev", "/etc", "/proc", "/root", "/run", "/sys", "/var/run", "/var/lib/docker",
+    "/var/run/docker.sock", "/run/docker.sock",
+)  # fmt: skip
+CONTAINER_TREES_REFUSED = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
+    "/var/run", "/tmp",
+)  # fmt: skip
+SECRET_FOLDERS = (".ssh", ".gnupg", ".docker", ".aws", ".kube")
+
+
+def _overlaps(path: str, tree: str) -> bool:
+    """``path`` is ``tree``, under it, or a parent of it."""
+    return path == tree or path.startswith(tree + "/") or tree.startswith(path.rstrip("/") + "/")
+
+
+class Mount(BaseModel):
+    """One extra read-only bind mount of ``engine.mounts``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    host: AbsolutePath = Field(description="Folder or file on the Spark (absolute path).")
+    container: AbsolutePath = Field(description="Where the container sees it (absolute path).")
+
+    @field_validator("host")
+    @classmethod
+    def _host_path(cls, value: str) -> str:
+        taken = [tree for tree in HOST_TREES_REFUSED if _overlaps(value, tree)]
+        if value == "/" or taken:
+            raise ValueError(
+                f"{value} is or holds a system path ({', '.join(taken) or '/'}); the container "
+                "would read the Spark's configuration, secrets or Docker itself. Mount a "
+                "folder of its own, such as /srv/kernels"
+            )
+        if set(value.split("/")) & set(SECRET_FOLDERS):
+            raise ValueError(f"{value} holds credentials; mount a folder without them")
+        return value
+
+    @field_validator("container")
+    @classmethod
+    def _container_path(cls, value: str) -> str:
+        taken = [tree for tree in CONTAINER_TREES_REFUSED if _overlaps(value, tree)]
+        if value == "/" or taken:
+            raise ValueError(
+                f"{value} would cover a system path of the container ({', '.join(taken) or '/'})"
+                "; mount under a folder of its own, such as /workspace/kernels"
+            )
+        return value
 
 
 class EngineSettings(BaseModel):
@@ -70,8 +135,12 @@ class EngineSettings(BaseModel):
     )
     image: str = Field(
         "",
-        description="Container image, pinned by tag or digest (`latest` and untagged images "
-        "are refused). Default: SGLang's nightly cu13 build from the field reports "
+        description="Container image, any reference that is pinned: a release tag "
+        "(`vllm/vllm-openai:v0.33.0`, `nvcr.io/nvidia/vllm:26.05-py3`, "
+        "`lmsysorg/sglang:v0.5.23`), a digest (`repo:tag@sha256:...`, required for tags "
+        "that move such as `latest`, `latest-cu130`, `nightly`, `spark`, `gemma4-cu130`), or "
+        "the ID of an image built on the Spark (`sha256:<64 hex>`). Default: SGLang's "
+        "nightly cu13 build from the field reports "
         "(lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a); vLLM: vllm/vllm-openai at "
         "the catalogued release.",
     )
@@ -80,7 +149,17 @@ class EngineSettings(BaseModel):
         validate_default=True,
         description="Engine release whose flag catalogue checks every flag "
         "(sparkdeploy/knowledge/catalogues/). Default: the release the image maps to in "
-        "sparkdeploy/knowledge/images.yaml.",
+        "sparkdeploy/knowledge/images.yaml; for an image it cannot map, the newest "
+        "catalogued release, with a warning.",
+    )
+    launch: Literal["entrypoint", "command"] | None = Field(
+        None,
+        description="How the server starts in the image: `entrypoint` (the image's "
+        "ENTRYPOINT runs the engine, as in vllm/vllm-openai: the container gets the flags "
+        "only) or `command` (the container command is `vllm serve ...` or `python3 -m "
+        "sglang.launch_server ...`, after the image's wrapper entrypoint, as in NGC and "
+        "community images). Default: the image family's in sparkdeploy/knowledge/images.yaml; "
+        "`command`, with a warning, for an image of no known family.",
     )
     args: dict[str, ArgValue | None] = Field(
         default_factory=dict,
@@ -128,8 +207,22 @@ class EngineSettings(BaseModel):
     )
     docker_args: list[Text] = Field(
         default_factory=list,
-        description="Extra `docker run` options. The deploy manages the container's "
-        "lifecycle itself: the GB10 rules refuse --rm and --restart here.",
+        description="Extra `docker run` options, from an allowed list "
+        "(sparkdeploy/knowledge/docker_options.yaml): --shm-size, --ulimit (memlock=-1, "
+        "stack=...), --device=/dev/infiniband..., --cap-add (IPC_LOCK, SYS_NICE ...), "
+        "--privileged (warned), --group-add, --security-opt, --runtime=nvidia, --cpuset-cpus, "
+        "--memory (warned: it does not cap unified memory), --label; `--opt=value` or "
+        "`--opt value`. Options the deploy manages are refused with the setting to use "
+        "(-e: engine.env, -v: engine.mounts, --rm/--restart/--name/--network/--entrypoint/"
+        "-d/--gpus/--ipc/-p: the deploy); so is a word that is no option's value, which docker "
+        "would read as the image.",
+    )
+    mounts: list[Mount] = Field(
+        default_factory=list,
+        description="Extra read-only bind mounts, `{host: /srv/kernels, container: "
+        "/workspace/kernels}` (absolute paths), rendered as `-v host:container:ro`. System "
+        "paths (/, /etc, /proc, /sys, /dev, /run, Docker's socket ...) and the model folders' "
+        "mounts are refused.",
     )
 
     alerts: bool = Field(
@@ -162,17 +255,32 @@ class EngineSettings(BaseModel):
             data.setdefault("port", DEFAULT_PORTS[data["name"]])
         return data
 
+    _version_given: bool = PrivateAttr(False)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_version(cls, data: Any, handler: Any) -> Any:
+        """Whether the inventory named the version (a derived one may need a warning)."""
+        settings = handler(data)
+        settings._version_given = isinstance(data, dict) and bool(data.get("version"))
+        return settings
+
     @field_validator("image")
     @classmethod
-    def _pinned(cls, value: str) -> str:
+    def _pinned(cls, value: str, info: ValidationInfo) -> str:
         image_reference(value)
-        tag = image_tag(value)
-        if "@sha256:" in value:
+        name = info.data.get("name")
+        if name is None:  # reported on its own key
             return value
-        if tag is None:
-            raise ValueError("is not pinned: add a tag (untagged means latest) or a digest")
-        if tag == "latest":
-            raise ValueError("`latest` is not pinned: name a dated or versioned tag")
+        problem = pinning_problem(name, value)
+        if problem:
+            raise ValueError(problem)
+        other = engine_of(value)
+        if other is not None and other != name:
+            raise ValueError(
+                f"{value} is a {other} image (sparkdeploy/knowledge/images.yaml), and "
+                f"engine.name is {name}; set name: {other} or use a {name} image"
+            )
         return value
 
     @field_validator("version")
@@ -181,14 +289,12 @@ class EngineSettings(BaseModel):
         name, image = info.data.get("name"), info.data.get("image")
         if name is None or image is None:  # reported on their own keys
             return value
-        known = ", ".join(available_versions(name))
         if not value:
             derived = version_for_image(name, image) if image else None
-            if derived is None:
-                raise ValueError(
-                    f"cannot tell the {name} release of image {image!r}; set version to one "
-                    f"of the catalogued releases: {known}"
-                )
+            if derived is None or derived not in available_versions(name):
+                # Unknown (or not catalogued): the newest catalogued release checks the
+                # flags, and the plan warns (unknown_version_warning).
+                return available_versions(name)[-1]
             value = derived
         try:
             load_catalogue(name, value)
@@ -220,6 +326,68 @@ class EngineSettings(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return value
+
+    @field_validator("docker_args")
+    @classmethod
+    def _docker_options(cls, value: list[str]) -> list[str]:
+        _, problems, _ = parse_docker_args(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+    @field_validator("mounts")
+    @classmethod
+    def _distinct_mounts(cls, value: list[Mount]) -> list[Mount]:
+        seen: set[str] = set()
+        for mount in value:
+            if mount.container in seen:
+                raise ValueError(f"{mount.container} is mounted twice; give each mount its own")
+            seen.add(mount.container)
+        return value
+
+    def unknown_version_warning(self) -> str | None:
+        """When the release of the image is not known (or not catalogued) and the inventory
+        does not name it: which release checks the flags instead, and how to say."""
+        if self._version_given:
+            return None
+        info = describe_image(self.name, self.image)
+        if info.version == self.version:
+            return None
+        known = ", ".join(available_versions(self.name))
+        what = (
+            f"maps to {self.name} {info.version}, which has no flag catalogue"
+            if info.version
+            else f"is of no {self.name} release sparkdeploy/knowledge/images.yaml knows"
+        )
+        return (
+            f"image {self.image} {what}; its flags are checked against the newest catalogued "
+            f"release, {self.name} {self.version}. Set engine.version to the release the image "
+            f"holds (catalogued: {known})"
+        )
+
+    def launch_warning(self) -> str | None:
+        """When neither images.yaml nor the inventory says how the server starts, or the
+        inventory says otherwise than images.yaml."""
+        info = describe_image(self.name, self.image)
+        if self.launch is not None and info.launch and self.launch != info.launch:
+            return (
+                f"engine.launch {self.launch} overrides images.yaml, where {info.family} "
+                f"images launch by {info.launch}; the server would not start as the image "
+                "expects unless the image was changed. Drop engine.launch if it was not"
+            )
+        if self.launch is not None or info.launch:
+            return None
+        what = "image built on the Spark" if is_image_id(self.image) else "image"
+        return (
+            f"{what} {self.image} is of no image family sparkdeploy/knowledge/images.yaml "
+            f"knows, so the server is started as the container command ({self.name}'s "
+            "server command after the image's entrypoint); set engine.launch to `entrypoint` "
+            "if the image's ENTRYPOINT starts the engine itself, or to `command` to confirm"
+        )
+
+    def docker_warnings(self) -> list[str]:
+        """What the allowed docker options used warn about."""
+        return parse_docker_args(self.docker_args)[2]
 
     @field_validator("env")
     @classmethod

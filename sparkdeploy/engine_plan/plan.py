@@ -21,13 +21,50 @@ from sparkdeploy.engine_plan.effective import (
     speculative_on,
 )
 from sparkdeploy.engine_plan.rules import Violation, check_rules
+from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
 from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
+from sparkdeploy.knowledge.images import describe_image, server_command
 from sparkdeploy.knowledge.profiles import profile
 
-# What starts the server inside each engine's image (vLLM's image entrypoint is `vllm serve`).
-LAUNCHERS = {"sglang": ["python3", "-m", "sglang.launch_server"], "vllm": []}
-# The image's ENTRYPOINT, which `docker exec` does not apply.
-ENTRYPOINTS = {"sglang": (), "vllm": ("vllm", "serve")}
+
+@dataclass(frozen=True)
+class Launch:
+    """
+    How the server starts in the image (knowledge/images.yaml, or ``engine.launch``):
+    ``entrypoint`` when the image's ENTRYPOINT runs the engine (vllm/vllm-openai: `vllm
+    serve`), so `docker run` gets the flags only; ``command`` when the container command is
+    the server (`vllm serve ...`, `python3 -m sglang.launch_server ...`), after the image's
+    wrapper entrypoint if it has one (NGC: /opt/nvidia/nvidia_entrypoint.sh), which docker
+    run keeps and docker exec, which never applies an entrypoint, is given explicitly.
+    """
+
+    mode: str  # entrypoint | command
+    server: tuple[str, ...]  # the engine's server command
+    wrapper: str = ""  # the image's wrapper ENTRYPOINT ("" when none or unknown)
+
+    def run(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        """The container command after the image (`docker run IMAGE ...`)."""
+        return flags if self.mode == "entrypoint" else (*self.server, *flags)
+
+    def exec(self, flags: tuple[str, ...]) -> tuple[str, ...]:
+        """The command run in a running container (`docker exec CONTAINER ...`)."""
+        wrapper = (self.wrapper,) if self.mode == "command" and self.wrapper else ()
+        return (*wrapper, *self.server, *flags)
+
+    def other(self, command: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """``--entrypoint`` and command to run another program of the image (Ray): through
+        the wrapper when the image has one, otherwise as the entrypoint itself."""
+        if self.mode == "command" and self.wrapper:
+            return "", command
+        return command[0], command[1:]
+
+
+def launch_of(settings: EngineSettings) -> Launch:
+    """The launch of the settings' image: ``engine.launch``, else its family's, else
+    ``command`` (EngineSettings.launch_warning says so)."""
+    info = describe_image(settings.name, settings.image)
+    mode = settings.launch or info.launch or "command"
+    return Launch(mode=mode, server=server_command(settings.name), wrapper=info.wrapper)
 
 
 @dataclass(frozen=True)
@@ -60,11 +97,13 @@ class EnginePlan:
     services: tuple[EngineService, ...]  # in start order
     env: tuple[tuple[str, str], ...]  # the container's environment, sorted
     mounts: tuple[str, ...]  # host folders mounted read-only at the same path
+    extra_mounts: tuple[tuple[str, str], ...]  # engine.mounts: (host, container), read-only
     port: int
     bind: str
     served_model_name: str
     conflicts: tuple[str, ...]
-    docker_args: tuple[str, ...]
+    docker_args: tuple[str, ...]  # engine.docker_args, one `--option[=value]` word each
+    launch: str = "entrypoint"  # entrypoint | command (Launch.mode)
     nodes: int = 1
     rank: int = 0
     alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
@@ -99,51 +138,77 @@ class EnginePlan:
 
 
 def services(
-    engine: str, name: str, argv: tuple[str, ...], multinode: MultiNode | None
+    engine: str,
+    name: str,
+    flags: tuple[str, ...],
+    multinode: MultiNode | None,
+    launch: Launch | None = None,
 ) -> tuple[EngineService, ...]:
     """
     The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
     server with its rank (SGLang): one. In a Ray pair (vLLM): on the head a Ray head unit
     and the server in its container, which waits for every Spark's GPU in the cluster; on
-    the other Spark a Ray worker unit, which waits for the head's Ray port.
+    the other Spark a Ray worker unit, which waits for the head's Ray port. ``flags`` are
+    the server's flags; ``launch`` says how they start the server (default: the image's
+    entrypoint runs it).
     """
+    launch = launch or Launch("entrypoint", server_command(engine))
     pair = profile(engine)["multinode"]
     if multinode is None or pair["launcher"] != "ray":
         serves_api = multinode is None or multinode.rank == 0
-        return (EngineService(f"{name}.service", name, argv, serves_api=serves_api),)
+        return (EngineService(f"{name}.service", name, launch.run(flags), serves_api=serves_api),)
     gcs = f"{multinode.head}:{multinode.port or pair['port']}"
     node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
     if multinode.rank > 0:
         worker = f"{name}-ray-worker"
+        entrypoint, command = launch.other(("ray", "start", "--address", gcs, *node))
         return (
             EngineService(
                 f"{worker}.service",
                 worker,
-                ("start", "--address", gcs, *node),
+                command,
                 role="ray-worker",
-                entrypoint="ray",
+                entrypoint=entrypoint,
                 wait=("--address", gcs),
             ),
         )
     head = f"{name}-ray-head"
     port = gcs.rsplit(":", 1)[1]
+    entrypoint, command = launch.other(("ray", "start", "--head", "--port", port, *node))
     return (
         EngineService(
             f"{head}.service",
             head,
-            ("start", "--head", "--port", port, *node),
+            command,
             role="ray-head",
-            entrypoint="ray",
+            entrypoint=entrypoint,
         ),
         EngineService(
             f"{name}.service",
             head,
-            (*ENTRYPOINTS[engine], *argv),
+            launch.exec(flags),
             part_of=f"{head}.service",
             serves_api=True,
             wait=("--container", head, "--gpus", str(multinode.nodes)),
         ),
     )
+
+
+def _mount_problems(settings: EngineSettings, folders: tuple[str, ...]) -> list[str]:
+    """engine.mounts that would cover (or sit inside) the model folders' mounts."""
+    problems = []
+    for mount in settings.mounts:
+        for folder in folders:
+            if _overlap(mount.container, folder):
+                problems.append(
+                    f"engine.mounts: container path {mount.container} would cover the model "
+                    f"folder mount {folder}; mount it elsewhere, such as /workspace/extra"
+                )
+    return problems
+
+
+def _overlap(path: str, other: str) -> bool:
+    return path == other or path.startswith(other + "/") or other.startswith(path + "/")
 
 
 class EnginePlanError(ValueError):
@@ -176,6 +241,14 @@ def plan_engine(
     warnings = [str(v) for v in violations if v.severity != "error"]
     warnings += spelling_notes(settings.name, settings.version, settings.args)
     warnings += unread_env(settings.name, settings.version, env)
+    folders = tuple(folder for folder in (model_folder, draft_folder) if folder)
+    errors += _mount_problems(settings, folders)
+    warnings += [
+        warning
+        for warning in (settings.unknown_version_warning(), settings.launch_warning())
+        if warning
+    ]
+    warnings += [f"engine.docker_args: {warning}" for warning in settings.docker_warnings()]
     if settings.bind == "0.0.0.0":
         warnings.append(
             "engine.bind 0.0.0.0 exposes the engine's API, which has no authentication, on "
@@ -184,19 +257,22 @@ def plan_engine(
     if errors:
         raise EnginePlanError(errors, warnings)
     name = f"spark-engine-{settings.name}"
-    argv = (*LAUNCHERS[settings.name], *to_argv(settings.name, settings.version, args))
+    flags = tuple(to_argv(settings.name, settings.version, args))
+    launch = launch_of(settings)
     plan = EnginePlan(
         engine=settings.name,
         image=settings.image,
         name=name,
-        services=services(settings.name, name, argv, multinode),
+        services=services(settings.name, name, flags, multinode, launch),
         env=tuple(sorted(env.items())),
-        mounts=tuple(folder for folder in (model_folder, draft_folder) if folder),
+        mounts=folders,
+        extra_mounts=tuple((mount.host, mount.container) for mount in settings.mounts),
         port=settings.port,
         bind=settings.bind,
         served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
         conflicts=tuple(settings.other_gpu_services),
-        docker_args=tuple(settings.docker_args),
+        docker_args=docker_words(parse_docker_args(settings.docker_args)[0]),
+        launch=launch.mode,
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,
         alerts=AlertPlan(

@@ -24,7 +24,7 @@ import yaml
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge import KNOWLEDGE_DIR
 from sparkdeploy.knowledge.flags import load_catalogue
-from sparkdeploy.knowledge.images import image_tag
+from sparkdeploy.knowledge.images import image_tag, pinning_problem
 
 RULES_FILE = KNOWLEDGE_DIR / "gb10_rules.yaml"
 SEVERITIES = ("error", "warning")
@@ -252,10 +252,7 @@ def _env_present(name: str, context: _Context) -> list[str]:
 
 def _image_unpinned(_: Any, context: _Context) -> list[str]:
     image = context.settings.image
-    if "@sha256:" in image:
-        return []
-    tag = image_tag(image)
-    return [f"image {image}"] if tag in (None, "latest") else []
+    return [f"image {image}"] if pinning_problem(context.settings.name, image) else []
 
 
 def _image_not_matches(pattern: str, context: _Context) -> list[str]:

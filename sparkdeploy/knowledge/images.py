@@ -1,12 +1,18 @@
 """
-Engine images: per engine, the default image, the pattern of its release tags and the
-images the field reports name, each mapped to the release whose flag catalogue checks it
-(images.yaml, with sources).
+Engine images (images.yaml, with sources): per engine, the default image, exact images mapped
+to a release, and families of images that behave alike: which of their tags are fixed
+releases (and which engine release each holds), which move with every push, and whether the
+image's ENTRYPOINT starts the engine or the server must be given as the container command.
+
+    info = describe_image("vllm", "nvcr.io/nvidia/vllm:26.05-py3")
+    info.family, info.version, info.launch, info.wrapper
+    # 'ngc-vllm', '0.20.1', 'command', '/opt/nvidia/nvidia_entrypoint.sh'
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -14,27 +20,151 @@ from typing import Any
 import yaml
 
 IMAGES_FILE = Path(__file__).resolve().parent / "images.yaml"
+ENGINES = ("sglang", "vllm")
+LAUNCHES = ("entrypoint", "command")
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+FAMILY_KEYS = {"repositories", "launch", "wrapper", "release_tag", "releases", "fixed_tags"}
 
 
 @lru_cache(maxsize=1)
 def images() -> dict[str, Any]:
-    """images.yaml: per engine, the default image, release tag pattern and known images."""
+    """images.yaml: per engine the server command, default image, exact images, families."""
     return yaml.safe_load(IMAGES_FILE.read_text(encoding="utf-8"))
 
 
 def image_tag(image: str) -> str | None:
-    """The tag of ``repo[:tag][@digest]``; None when there is none."""
+    """The tag of ``repo[:tag][@digest]``; None when there is none (or for an image ID)."""
+    if is_image_id(image):
+        return None
     name = image.split("@", 1)[0]
     last = name.rsplit("/", 1)[-1]
     return last.split(":", 1)[1] if ":" in last else None
 
 
-def version_for_image(engine: str, image: str) -> str | None:
-    """The catalogue version images.yaml maps ``image`` to (exact entry, else release tag)."""
+def image_repository(image: str) -> str:
+    """The name of ``repo[:tag][@digest]`` without tag and digest, and without the
+    ``docker.io/`` (and ``docker.io/library/``) prefix docker adds to Hub images."""
+    name = image.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    repository = f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]
+    for prefix in ("docker.io/library/", "docker.io/", "index.docker.io/"):
+        repository = repository.removeprefix(prefix)
+    return repository
+
+
+def is_image_id(image: str) -> bool:
+    """An image ID (``sha256:<64 hex>``): how an image built on the Spark itself is pinned."""
+    return bool(IMAGE_ID.fullmatch(image))
+
+
+def has_digest(image: str) -> bool:
+    return "@sha256:" in image
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """What images.yaml knows about one image of one engine."""
+
+    engine: str
+    image: str
+    family: str | None  # the family id, None for an image of no known family
+    pinned: str  # how it is pinned ("" when it is not): digest, image ID, release tag, ...
+    version: str | None  # the engine release it holds, None when unknown
+    launch: str | None  # entrypoint | command, None when unknown
+    wrapper: str  # the image's wrapper ENTRYPOINT, kept in front of the command ("" if none)
+    rolling_tag: bool  # a tag that moves with every push
+
+
+def families(engine: str) -> dict[str, dict[str, Any]]:
+    return images()[engine].get("families") or {}
+
+
+def family_of(engine: str, image: str) -> str | None:
+    """The family of ``engine`` whose repositories hold ``image``."""
+    if is_image_id(image):
+        return None
+    repository = image_repository(image)
+    for family, entry in families(engine).items():
+        if repository in entry["repositories"]:
+            return family
+    return None
+
+
+def engine_of(image: str) -> str | None:
+    """The engine whose families hold ``image`` (None when no family does)."""
+    return next((engine for engine in ENGINES if family_of(engine, image)), None)
+
+
+def _rolling_patterns() -> list[str]:
+    return list(images()["rolling_tags"]["patterns"])
+
+
+def how_to_pin() -> str:
+    return str(images()["rolling_tags"]["how_to_pin"]).strip()
+
+
+def describe_image(engine: str, image: str) -> ImageInfo:
+    """Family, pinning, release and launch of ``image`` as images.yaml knows them."""
     table = images()[engine]
-    known = table.get("images") or {}
-    if image in known:
-        return str(known[image]["version"])
+    family = family_of(engine, image)
+    entry = families(engine).get(family or "", {})
     tag = image_tag(image)
-    match = re.match(table["release_tag"], tag or "")
-    return match.group(1) if match else None
+    release = re.match(entry["release_tag"], tag or "") if entry.get("release_tag") else None
+    fixed = any(re.match(pattern, tag or "") for pattern in entry.get("fixed_tags") or [])
+    if family is not None:
+        rolling = tag is not None and not release and not fixed
+    else:
+        rolling = tag is None or any(re.search(p, tag) for p in _rolling_patterns())
+    exact = (table.get("images") or {}).get(image)
+    if is_image_id(image):
+        pinned = "image ID"
+    elif has_digest(image):
+        pinned = "digest"
+    elif exact is not None:
+        pinned = "known image"
+    elif release:
+        pinned = "release tag"
+    elif fixed:
+        pinned = "fixed tag"
+    elif family is None and not rolling:
+        pinned = "tag"
+    else:
+        pinned = ""
+    version: str | None = None
+    if exact is not None:
+        version = str(exact["version"])
+    elif release:
+        key = release.group(1)
+        mapped = entry.get("releases")
+        version = key if mapped is None else (str(mapped[key]) if key in mapped else None)
+    return ImageInfo(
+        engine=engine,
+        image=image,
+        family=family,
+        pinned=pinned,
+        version=version,
+        launch=entry.get("launch"),
+        wrapper=entry.get("wrapper", ""),
+        rolling_tag=rolling and tag is not None,
+    )
+
+
+def version_for_image(engine: str, image: str) -> str | None:
+    """The release images.yaml maps ``image`` to (exact entry, else a release tag)."""
+    return describe_image(engine, image).version
+
+
+def pinning_problem(engine: str, image: str) -> str | None:
+    """Why ``image`` is not pinned, with how to pin it; None when it is."""
+    info = describe_image(engine, image)
+    if info.pinned:
+        return None
+    tag = image_tag(image)
+    if tag is None:
+        return f"is not pinned: it has no tag (untagged means latest); {how_to_pin()}"
+    return f"tag {tag!r} moves with every push, so it is not pinned; {how_to_pin()}"
+
+
+def server_command(engine: str) -> tuple[str, ...]:
+    """The command that starts ``engine``'s server in its image."""
+    return tuple(images()[engine]["server"])

@@ -7,13 +7,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sparkdeploy.config.engine import (
-    EngineSettings,
-    image_tag,
-    images,
-    version_for_image,
-)
+from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge.flags import available_versions
+from sparkdeploy.knowledge.images import image_tag, images, version_for_image
 
 
 def errors(**raw) -> dict[str, str]:
@@ -50,13 +46,13 @@ def test_settings_are_strict_frozen_and_closed():
 @pytest.mark.parametrize(
     ("image", "message"),
     [
-        ("lmsysorg/sglang", "is not pinned: add a tag (untagged means latest) or a digest"),
-        ("lmsysorg/sglang:latest", "`latest` is not pinned: name a dated or versioned tag"),
-        ("registry:5000/sglang", "is not pinned: add a tag (untagged means latest) or a digest"),
+        ("lmsysorg/sglang", "is not pinned: it has no tag (untagged means latest); pin it"),
+        ("lmsysorg/sglang:latest", "tag 'latest' moves with every push, so it is not pinned"),
+        ("registry:5000/sglang", "is not pinned: it has no tag (untagged means latest); pin it"),
     ],
 )
 def test_unpinned_images_are_refused(image, message):
-    assert errors(name="sglang", image=image)["image"] == message
+    assert errors(name="sglang", image=image)["image"].startswith(message)
 
 
 def test_a_bad_image_is_reported_once_not_again_as_a_version():
@@ -71,14 +67,21 @@ def test_release_tags_and_digests_give_the_version():
     assert EngineSettings(name="vllm", image=digest, version="0.33.0").version == "0.33.0"
 
 
-def test_an_image_of_unknown_release_needs_a_version():
-    found = errors(name="sglang", image="lmsysorg/sglang:nightly-dev-cu13-20990101-abc")
-    assert found["version"].startswith("cannot tell the sglang release of image")
-    assert found["version"].endswith("catalogued releases: 0.5.10, 0.5.12")
-    pinned = EngineSettings(
-        name="sglang", image="lmsysorg/sglang:nightly-dev-cu13-20990101-abc", version="0.5.12"
+def test_an_image_of_unknown_release_is_checked_against_the_newest_with_a_warning():
+    image = "lmsysorg/sglang:nightly-dev-cu13-20990101-abcdef1"
+    guessed = EngineSettings(name="sglang", image=image)
+    newest = available_versions("sglang")[-1]
+    assert guessed.version == newest
+    assert guessed.unknown_version_warning() == (
+        f"image {image} is of no sglang release sparkdeploy/knowledge/images.yaml knows; "
+        f"its flags are checked against the newest catalogued release, sglang {newest}. "
+        "Set engine.version to the release the image holds (catalogued: "
+        f"{', '.join(available_versions('sglang'))})"
     )
-    assert pinned.version == "0.5.12"
+    pinned = EngineSettings(name="sglang", image=image, version="0.5.10")
+    assert pinned.version == "0.5.10" and pinned.unknown_version_warning() is None
+    named_newest = EngineSettings(name="sglang", image=image, version=newest)
+    assert named_newest.unknown_version_warning() is None  # the inventory said so
 
 
 def test_version_must_be_catalogued_and_agree_with_the_image():

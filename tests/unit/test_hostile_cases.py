@@ -861,6 +861,109 @@ SECRET_HARMLESS = [
     ),
 ]
 
+# --- docker options, mounts and images that would escape the pinned container ------------
+
+DOCKER_REFUSED = [
+    Refused("docker_args bare word as the image", engine(docker_args=["ubuntu"]), "docker_args"),
+    Refused(
+        "docker_args bare word after a flag option",
+        engine(docker_args=["--privileged", "alpine", "sh"]),
+        "docker_args",
+    ),
+    Refused("docker_args -v / to the host", engine(docker_args=["-v", "/:/host"]), "docker_args"),
+    Refused("docker_args --volume=", engine(docker_args=["--volume=/:/host"]), "docker_args"),
+    Refused(
+        "docker_args --mount", engine(docker_args=["--mount=type=bind,src=/,dst=/h"]), "docker_args"
+    ),  # fmt: skip
+    Refused("docker_args -e", engine(docker_args=["-e", "LD_PRELOAD=/x.so"]), "docker_args"),
+    Refused(
+        "docker_args --entrypoint", engine(docker_args=["--entrypoint=/bin/sh"]), "docker_args"
+    ),  # fmt: skip
+    Refused("docker_args --network", engine(docker_args=["--network", "bridge"]), "docker_args"),
+    Refused("docker_args -p", engine(docker_args=["-p", "0.0.0.0:30000:30000"]), "docker_args"),
+    Refused("docker_args --cap-add=ALL", engine(docker_args=["--cap-add=ALL"]), "docker_args"),
+    Refused(
+        "docker_args --device=/dev/sda", engine(docker_args=["--device=/dev/sda"]), "docker_args"
+    ),  # fmt: skip
+    Refused("docker_args unknown option", engine(docker_args=["--pid=host"]), "docker_args"),
+    Refused(
+        "docker_args value with a newline",
+        engine(docker_args=["--shm-size", "16g\nExecStartPre=/x"]),
+        "docker_args",
+    ),
+    Refused(
+        "docker_args token as a label",
+        engine(docker_args=["--label", f"t={TOKEN}"]),
+        "docker_args",
+    ),
+    Refused("mount host /", engine(mounts=[{"host": "/", "container": "/h"}]), "mounts"),
+    Refused("mount host /etc", engine(mounts=[{"host": "/etc", "container": "/h"}]), "mounts"),
+    Refused(
+        "mount of docker's socket",
+        engine(mounts=[{"host": "/var/run/docker.sock", "container": "/s"}]),
+        "mounts",
+    ),
+    Refused(
+        "mount host with ..",
+        engine(mounts=[{"host": "/srv/../etc", "container": "/h"}]),
+        "mounts",
+    ),
+    Refused(
+        "mount host with : (a mode)",
+        engine(mounts=[{"host": "/srv/k:rw", "container": "/h"}]),
+        "mounts",
+    ),
+    Refused(
+        "mount container with , (a second option)",
+        engine(mounts=[{"host": "/srv/k", "container": "/h,rw"}]),
+        "mounts",
+    ),
+    Refused(
+        "mount host with a newline",
+        engine(mounts=[{"host": "/srv/k\nExecStartPre=/x", "container": "/h"}]),
+        "mounts",
+    ),
+    Refused(
+        "mount over the model folder",
+        engine(mounts=[{"host": "/srv/k", "container": "/opt/models/model"}]),
+        "engine",
+    ),
+    Refused(
+        "mount read-write",
+        engine(mounts=[{"host": "/srv/k", "container": "/h", "read_only": False}]),
+        "mounts",
+    ),  # fmt: skip
+    Refused("image with a rolling tag", engine(image="lmsysorg/sglang:latest-cu130"), "image"),
+    Refused("image launch a command", engine(launch="sh -c id"), "launch"),
+]
+DOCKER_HARMLESS = [
+    Harmless(
+        "docker_args in two words written as one",
+        engine(docker_args=["--ulimit", "memlock=-1"]),
+        docker_word("--ulimit=memlock=-1"),
+    ),
+    Harmless(
+        "mount with dots and plus signs",
+        engine(mounts=[{"host": "/srv/k.v1+x", "container": "/workspace/k.v1+x"}]),
+        lambda _, read: (
+            None
+            if "/srv/k.v1+x:/workspace/k.v1+x:ro" in exec_start(read)
+            and unit_keys(read) == BASE_KEYS
+            else pytest.fail(str(exec_start(read)))
+        ),
+    ),
+    Harmless(
+        "a rolling tag pinned by digest",
+        engine(image=f"lmsysorg/sglang:latest-cu130@sha256:{DIGEST}", version="0.5.12"),
+        lambda _, read: (
+            None
+            if f"lmsysorg/sglang:latest-cu130@sha256:{DIGEST}" in exec_start(read)
+            else pytest.fail(str(exec_start(read)))
+        ),
+    ),
+]
+
+
 # --- control characters the YAML escapes can carry ---------------------------------------------
 
 # Found by this suite as holes, then closed; they stay as cases.
@@ -887,6 +990,7 @@ REFUSED: dict[str, list[Any]] = {
     "lockout": [*LOCKOUT_REFUSED, *LOCKOUT_FOUND],
     "yaml": YAML_REFUSED,
     "secret": [*SECRET_REFUSED, *SECRET_FOUND],
+    "docker": DOCKER_REFUSED,
 }
 HARMLESS: dict[str, list[Any]] = {
     "control": CONTROL_HARMLESS,
@@ -897,6 +1001,7 @@ HARMLESS: dict[str, list[Any]] = {
     "flag": FLAG_HARMLESS,
     "lockout": LOCKOUT_HARMLESS,
     "secret": SECRET_HARMLESS,
+    "docker": DOCKER_HARMLESS,
 }
 
 

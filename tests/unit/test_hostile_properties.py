@@ -127,7 +127,8 @@ SPARK: dict[str, Any] = {
         "served_model_name": "zqserved",
         "args": {"--chat-template": "zqtemplate", "--lora-paths": ["zqlora1", "zqlora2"]},
         "env": {"ZQNAME": "zqvalue"},
-        "docker_args": ["--zqopt"],
+        "docker_args": ["--label=zqopt"],
+        "mounts": [{"host": "/srv/zqhost", "container": "/zqmnt"}],
         "other_gpu_services": ["zqunit.service"],
     },
 }
@@ -207,6 +208,17 @@ def _engine_item(key: str, *path: Any) -> Callable[[Inventory], Any]:
     return read
 
 
+def _mount(mark: str, side: str) -> Callable[[Inventory, str], dict[str, str]]:
+    """A mount path stands for itself as the settings normalized it."""
+
+    def stands_for(inventory: Inventory, _: str) -> dict[str, str]:
+        engine = inventory.sparks["s1"].engine
+        assert engine is not None
+        return {mark: getattr(engine.mounts[0], side)}
+
+    return stands_for
+
+
 def _repo(mark: str) -> Callable[[Inventory, str], dict[str, str]]:
     """A repository stands for itself, and its name for the model folder's name."""
     return lambda _, value: {mark: value, mark.split("/")[1]: value.split("/")[-1]}
@@ -265,7 +277,8 @@ SETTINGS = [
     ),
     Setting(
         "engine.image", "engine", ("engine", "image"), "zqregistry.example/zqimage:zqtag-cu13",
-        ["zqregistry.example/zqimage:zqtag-cu13", "lmsysorg/sglang:nightly-dev-cu13-2026",
+        ["zqregistry.example/zqimage:zqtag-cu13",
+         "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a",
          f"registry.example:5000/a/b:x-cu13@sha256:{'0' * 64}"],
         as_read=_engine("image"),
     ),  # fmt: skip
@@ -294,9 +307,20 @@ SETTINGS = [
         as_read=_engine_item("env", "ZQNAME"),
     ),
     Setting(
-        "engine.docker_args item", "engine", ("engine", "docker_args", 0), "--zqopt",
-        ["--zqopt", "--shm-size=16g", "--ulimit=memlock=-1", "--label=a b"],
+        "engine.docker_args item", "engine", ("engine", "docker_args", 0), "--label=zqopt",
+        ["--label=zqopt", "--shm-size=16g", "--ulimit=memlock=-1", "--label=a b",
+         "--device=/dev/infiniband", "--privileged"],
         as_read=_engine_item("docker_args", 0),
+    ),
+    Setting(
+        "engine.mounts host", "engine", ("engine", "mounts", 0, "host"), "/srv/zqhost",
+        ["/srv/zqhost", "/srv/kernels", "/home/nvidia/kernels"],
+        stands_for=_mount("/srv/zqhost", "host"),  # normalized like model_dir
+    ),
+    Setting(
+        "engine.mounts container", "engine", ("engine", "mounts", 0, "container"), "/zqmnt",
+        ["/zqmnt", "/workspace/kernels", "/opt/extra"],
+        stands_for=_mount("/zqmnt", "container"),
     ),
     Setting(
         "engine.other_gpu_services item", "engine", ("engine", "other_gpu_services", 0),

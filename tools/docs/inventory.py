@@ -27,7 +27,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.engine import EngineSettings, Mount
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,6 +143,15 @@ def tables() -> list[Table]:
             "depends on `name`, the value each engine gets is shown. The flags in `args` are "
             "checked against the flag catalogue of `version`; see [engines](engines.md).",
             engine_probes(),
+        ),
+        Table(
+            Mount,
+            "Engine mounts",
+            "engine-mounts",
+            "mount",
+            "mounts",
+            "Each entry of `engine.mounts` is one extra bind mount, read-only in the "
+            "container (`-v host:container:ro`).",
         ),
     ]
 

@@ -23,7 +23,12 @@ RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minu
 
 
 def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
-    """The `docker run` command line of a service with a container of its own."""
+    """
+    The `docker run` command line of a service with a container of its own: the options
+    the deploy manages, the model folders and ``engine.mounts`` read-only, the entrypoint
+    when the service replaces the image's, ``engine.docker_args`` (allowed options only,
+    one ``--option=value`` word each), the image, then the service's command.
+    """
     words = [
         DOCKER,
         "run",
@@ -40,6 +45,8 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
         words += ["--env-file", env_file]
     for folder in plan.mounts:
         words += ["-v", f"{folder}:{folder}:ro"]
+    for host, container in plan.extra_mounts:
+        words += ["-v", f"{host}:{container}:ro"]
     if service.entrypoint:
         words += ["--entrypoint", service.entrypoint]
     return [*words, *plan.docker_args, plan.image, *service.command]

@@ -1,0 +1,147 @@
+"""
+The `docker run` options engine.docker_args may hold (docker_options.yaml, with sources):
+each allowed option with whether it takes a value and what the value may be, and the options
+the deploy manages itself, refused naming the setting that manages each.
+
+    options, problems, warnings = parse_docker_args(["--shm-size=16g", "--ulimit", "memlock=-1"])
+    # options == (("--shm-size", "16g"), ("--ulimit", "memlock=-1"))
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+OPTIONS_FILE = Path(__file__).resolve().parent / "docker_options.yaml"
+
+
+@dataclass(frozen=True)
+class AllowedOption:
+    name: str
+    value: re.Pattern[str] | None  # None: the option takes no value
+    example: str
+    warning: str
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    return yaml.safe_load(OPTIONS_FILE.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def allowed_options() -> dict[str, AllowedOption]:
+    """The options engine.docker_args may hold, by name."""
+    return {
+        name: AllowedOption(
+            name=name,
+            value=re.compile(entry["value"]) if entry["value"] is not None else None,
+            example=entry["example"],
+            warning=" ".join(str(entry.get("warning", "")).split()),
+            source=" ".join(str(entry["source"]).split()),
+        )
+        for name, entry in _table()["allowed"].items()
+    }
+
+
+@lru_cache(maxsize=1)
+def managed_options() -> dict[str, tuple[str, bool]]:
+    """Options the deploy manages, every spelling (aliases too) -> (the setting managing it,
+    whether the option takes a value)."""
+    found: dict[str, tuple[str, bool]] = {}
+    for name, entry in _table()["managed"].items():
+        for spelling in (name, *(entry.get("aliases") or [])):
+            found[spelling] = (" ".join(str(entry["setting"]).split()), bool(entry.get("value")))
+    return found
+
+
+def _refusal(name: str) -> str:
+    """Why a managed option is refused, and what to use instead."""
+    setting = managed_options()[name][0]
+    if name in ("-e", "--env", "--env-file"):
+        return f"{name}: use engine.env (the deploy writes the container's environment file)"
+    if name in ("-v", "--volume", "--mount", "--volumes-from"):
+        return f"{name}: use engine.mounts ({{host: /path, container: /path}}, read-only)"
+    return f"{name}: managed by {setting}; remove it"
+
+
+def _shown(word: str, limit: int = 48) -> str:
+    text = repr(word)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def _allowed_list() -> str:
+    return ", ".join(allowed_options())
+
+
+def parse_docker_args(
+    words: list[str] | tuple[str, ...],
+) -> tuple[tuple[tuple[str, str | None], ...], list[str], list[str]]:
+    """
+    Read ``words`` as docker options: ``--opt=value`` or ``--opt value`` for an option with
+    a value, ``--opt`` alone for one without. Returns the options (name, value), the problems
+    (each names the option and the fix) and the warnings of the options used.
+    """
+    allowed = allowed_options()
+    managed = managed_options()
+    options: list[tuple[str, str | None]] = []
+    problems: list[str] = []
+    warnings: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if not word.startswith("-"):
+            problems.append(
+                f"{_shown(word)} is no option's value: docker would read it as the image and run "
+                "it instead of the pinned one; write options as --option=value"
+            )
+            continue
+        name, equals, attached = word.partition("=")
+        if name in managed:
+            problems.append(_refusal(name))
+            value_follows = index < len(words) and not words[index].startswith("-")
+            if managed[name][1] and not equals and value_follows:
+                index += 1  # its value goes with it
+            continue
+        option = allowed.get(name)
+        if option is None:
+            problems.append(
+                f"{name}: not an allowed docker option (allowed: {_allowed_list()}); "
+                "remove it, or see sparkdeploy/knowledge/docker_options.yaml"
+            )
+            continue
+        if option.value is None:
+            if equals:
+                problems.append(f"{name} takes no value: write {option.example}")
+                continue
+            options.append((name, None))
+        else:
+            if equals:
+                value = attached
+            elif index < len(words) and not words[index].startswith("-"):
+                value = words[index]
+                index += 1
+            else:
+                problems.append(f"{name} needs a value, such as {option.example}")
+                continue
+            if not option.value.fullmatch(value):
+                problems.append(
+                    f"{name} {_shown(value)} is not a value the deploy allows for it "
+                    f"(pattern {option.value.pattern}); such as {option.example}"
+                )
+                continue
+            options.append((name, value))
+        if option.warning and option.warning not in warnings:
+            warnings.append(option.warning)
+    return tuple(options), problems, warnings
+
+
+def docker_words(options: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:
+    """The options as `docker run` words, one word each (``--opt=value``)."""
+    return tuple(name if value is None else f"{name}={value}" for name, value in options)
