@@ -15,6 +15,7 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
@@ -36,6 +37,7 @@ from sparkdeploy.config.values import (
     flag_value,
     image_reference,
     plain_text,
+    secret_name,
     shown,
 )
 from sparkdeploy.knowledge.flags import (
@@ -48,10 +50,6 @@ from sparkdeploy.knowledge.images import image_tag, images, version_for_image
 from sparkdeploy.knowledge.profiles import managed_flags
 
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
-# Names of variables and flags that carry secrets: refused, whatever their value.
-SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|API[_-]?KEY|CREDENTIAL|PRIVATE[_-]?KEY", re.IGNORECASE
-)
 FLAG_NAME = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
 SECRET_FLAG_HINT = (
     "carries a secret, and a flag's value lands in the unit's command line (ps, journal); "
@@ -92,7 +90,8 @@ class EngineSettings(BaseModel):
     env: dict[str, str | None] = Field(
         default_factory=dict,
         description="Environment variables over the profile's (name: value; null drops one). "
-        "No secrets: names with TOKEN, SECRET, PASSWORD or API_KEY are refused.",
+        "No secrets: names with the word TOKEN, SECRET, PASSWORD or API_KEY are refused "
+        "(TOKENIZERS_PARALLELISM is fine).",
     )
     port: int = Field(
         0,
@@ -213,16 +212,11 @@ class EngineSettings(BaseModel):
         name, version = info.data.get("name"), info.data.get("version")
         if name is None or not version:
             return value
-        managed = managed_flags(name, version)
-        problems = [
-            f"{flag}: set by the deploy from {managed[flag]}; set that instead"
-            for flag in value
-            if flag in managed
-        ]
+        managed = _managed_problems(name, version, value)
         given = {
             flag: item for flag, item in value.items() if item is not None and flag not in managed
         }
-        problems += check_flags(name, version, given)
+        problems = list(managed.values()) + check_flags(name, version, given)
         if problems:
             raise ValueError("; ".join(problems))
         return value
@@ -234,7 +228,7 @@ class EngineSettings(BaseModel):
         for key, item in value.items():
             try:
                 env_name(key)
-                if SECRET_NAME.search(key):
+                if secret_name(key):
                     raise ValueError(
                         "secrets never go in the inventory; the deploy passes the HF token "
                         "from the laptop itself"
@@ -248,13 +242,47 @@ class EngineSettings(BaseModel):
         return value
 
 
+def _managed_problems(engine: str, version: str, args: dict[str, Any]) -> dict[str, str]:
+    """Flags (or keys of a JSON flag) in ``args`` that the deploy sets from a setting, in
+    whatever spelling the release reads them -> what to set instead."""
+    catalogue = load_catalogue(engine, version)
+    managed = managed_flags(engine, version)
+    problems: dict[str, str] = {}
+    for flag, item in args.items():
+        reading = catalogue.read(flag)
+        if reading is None:
+            continue
+        setting = managed.get(reading.key) or managed.get(reading.flag)
+        if setting:
+            problems[flag] = f"{flag}: set by the deploy from {setting}; set that instead"
+            continue
+        keys = [f"{reading.flag}.{key}" for key in _json_keys(item) if not reading.path]
+        for key in keys:
+            if key in managed:
+                problems[flag] = (
+                    f"{flag}: its key {key.split('.', 1)[1]!r} is set by the deploy from "
+                    f"{managed[key]}; leave it out"
+                )
+    return problems
+
+
+def _json_keys(value: object) -> list[str]:
+    """The top-level keys of a JSON flag's value, given as a mapping or as JSON text."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return [str(key) for key in value] if isinstance(value, dict) else []
+
+
 def _arg_problems(flag: object, value: object) -> list[str]:
     """What is wrong with one ``engine.args`` entry before the catalogue is asked: a flag
     name that is not one, a flag that carries a secret, a value that is a flag, control
     characters or a secret anywhere in the value."""
     if not isinstance(flag, str) or not FLAG_NAME.fullmatch(flag):
         return [f"{shown(flag)}: flags are written with their dashes, like --context-length"]
-    if SECRET_NAME.search(flag) or flag.removeprefix("--") in ("token", "hf-token"):
+    if secret_name(flag) or flag.removeprefix("--") in ("token", "hf-token"):
         return [f"{flag}: {SECRET_FLAG_HINT}"]
     items = value if isinstance(value, list) else [value]
     problems = []
@@ -276,7 +304,7 @@ def _json_value(value: object) -> None:
     elif isinstance(value, dict):
         for key, item in value.items():
             plain_text(str(key))
-            if SECRET_NAME.search(str(key)):
+            if secret_name(str(key)):
                 raise ValueError(f"{shown(key)} {SECRET_FLAG_HINT}")
             _json_value(item)
     elif isinstance(value, list):

@@ -71,6 +71,25 @@ def looks_like_secret(text: str) -> bool:
     return bool(SECRET.search(text))
 
 
+# Words that make a name (environment variable, flag, JSON key) one that carries a secret:
+# HF_TOKEN, --api-key, AWS_SECRET_ACCESS_KEY, accessToken. Whole words only, so that
+# num_speculative_tokens, --max-num-batched-tokens, --tokenizer-mode and
+# TOKENIZERS_PARALLELISM, which operators set all the time, are not mistaken for one.
+SECRET_WORDS = frozenset(
+    {"token", "secret", "password", "passwd", "credential", "credentials", "apikey", "privatekey"}
+)
+SECRET_WORD_PAIRS = frozenset({("api", "key"), ("private", "key"), ("access", "key")})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def secret_name(name: str) -> bool:
+    """Whether ``name`` says it carries a secret (``HF_TOKEN``, ``--api-key``, ``apiKey``)."""
+    words = [word for word in re.split(r"[^a-z0-9]+", _CAMEL.sub("_", name).lower()) if word]
+    return any(word in SECRET_WORDS for word in words) or any(
+        pair in SECRET_WORD_PAIRS for pair in zip(words, words[1:], strict=False)
+    )
+
+
 def shown(value: object, limit: int = 48) -> str:
     """A value as an error message may show it: escaped (never raw), short, and never a
     secret."""

@@ -9,6 +9,8 @@ pinned release's catalogue, so a flag the engine does not know is never emitted.
 
 from __future__ import annotations
 
+import copy
+import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge.flags import Catalogue, check_flags, load_catalogue
-from sparkdeploy.knowledge.profiles import PLACEHOLDER, profile, spellings
+from sparkdeploy.knowledge.profiles import PLACEHOLDER, profile, scoped, spellings
 
 
 class EngineConfigError(ValueError):
@@ -57,8 +59,16 @@ def _render(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
+SPECULATIVE_FLAGS = ("--speculative-config", "--speculative-algorithm", "--speculative_config")
+
+
 def speculative_on(settings: EngineSettings, draft_folder: str | None) -> bool:
-    return settings.speculative if settings.speculative is not None else draft_folder is not None
+    """Speculative decoding: as ``engine.speculative`` says; unset, on with a draft model or
+    when engine.args configure it themselves (MTP, n-gram and DFlash need no draft folder)."""
+    if settings.speculative is not None:
+        return settings.speculative
+    given = any(flag.startswith(SPECULATIVE_FLAGS) for flag, v in settings.args.items() if v)
+    return draft_folder is not None or given
 
 
 def _placeholders(
@@ -75,7 +85,7 @@ def _placeholders(
         "port": settings.port,
         "served_model_name": settings.served_model_name
         or posixpath.basename(model_folder.rstrip("/")),
-        "context_length": settings.context_length or engine["context_length"],
+        "context_length": settings.context_length,  # unset: the engine's own default
     }
     if multinode is not None:
         values |= {
@@ -89,8 +99,22 @@ def _placeholders(
 
 
 def _set(args: dict[str, Any], catalogue: Catalogue, flag: str, value: Any) -> None:
-    """Set (or with None remove) a flag, replacing its other spellings and its negation."""
-    canonical = catalogue.canonical(flag)
+    """
+    Set (or with None remove) a flag as the release reads it: under its canonical name,
+    replacing its other spellings and its negation; a dotted spelling sets (or removes) one
+    key inside the JSON flag's object.
+    """
+    reading = catalogue.read(flag)
+    if reading is None:  # not a flag of this release: kept as written for check_flags
+        if value is None:
+            args.pop(flag, None)
+        else:
+            args[flag] = value
+        return
+    if reading.path:
+        _set_key(args, reading.flag, reading.path, value)
+        return
+    canonical = reading.flag
     spec = catalogue.spec(canonical)
     base = spec.negates if spec is not None and spec.negates else canonical
     for name in [*spellings(catalogue, base), "--no-" + base[2:]]:
@@ -99,44 +123,86 @@ def _set(args: dict[str, Any], catalogue: Catalogue, flag: str, value: Any) -> N
         args[canonical] = value
 
 
+def _set_key(args: dict[str, Any], flag: str, path: tuple[str, ...], value: Any) -> None:
+    """Set one key (``path``) inside the JSON object of ``flag``; None removes it."""
+    current = args.get(flag)
+    if isinstance(current, str):
+        try:
+            current = json.loads(current)
+        except ValueError:
+            current = None
+    root: dict[str, Any] = copy.deepcopy(current) if isinstance(current, dict) else {}
+    node = root
+    for key in path[:-1]:
+        child = node.get(key)
+        node[key] = child = dict(child) if isinstance(child, dict) else {}
+        node = child
+    if value is None:
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+    args[flag] = root
+
+
 def effective_args(
     settings: EngineSettings,
     model_folder: str,
     draft_folder: str | None = None,
     multinode: MultiNode | None = None,
+    model: object | None = None,
 ) -> dict[str, Any]:
     """
     The flags the engine is started with on this Spark, checked against its catalogue.
 
-    Raises ``EngineConfigError`` listing every problem (speculative decoding without a
-    draft model, a flag or value the pinned release does not accept).
+    ``model`` is the model's class (from its config.json) for profile entries scoped to one;
+    unknown, such entries are left out and the engine picks. Raises ``EngineConfigError``
+    listing every problem (speculative decoding without a draft model, a flag or value the
+    pinned release does not accept).
     """
     catalogue = load_catalogue(settings.name, settings.version)
     engine = profile(settings.name)
+    version = settings.version
     speculative = speculative_on(settings, draft_folder)
     problems: list[str] = []
-    if speculative and draft_folder is None:
+    configured = any(flag.startswith(SPECULATIVE_FLAGS) for flag in settings.args)
+    if speculative and draft_folder is None and not configured:
         problems.append(
-            "speculative decoding is on but no draft model is configured (draft_model_repo)"
+            "speculative decoding is on but no draft model is configured: set "
+            "draft_model_repo, or give the method in engine.args (--speculative-config / "
+            "--speculative-algorithm) for one that needs no draft model (MTP, n-gram)"
         )
     values = _placeholders(settings, model_folder, draft_folder, multinode)
 
-    layers: list[Mapping[str, Any]] = [engine["managed"], engine["args"]]
-    layers.append({f: v for f, v in engine["if_supported"].items() if catalogue.accepts(f, v)})
+    layers: list[Mapping[str, Any]] = [
+        scoped(engine["managed"], version, model),
+        scoped(engine["args"], version, model),
+    ]
+    optional = scoped(engine["if_supported"], version, model)
+    layers.append({f: v for f, v in optional.items() if catalogue.accepts(f, v)})
     if speculative and draft_folder is not None:
-        layers.append(engine["speculative"]["args"])
+        layers.append(scoped(engine["speculative"]["args"], version, model))
     if settings.alerts:
-        layers.append(engine["metrics"]["args"])
+        layers.append(scoped(engine["metrics"]["args"], version, model))
     if multinode is not None:
-        layers.append(engine["multinode"]["args"])
+        layers.append(scoped(engine["multinode"]["args"], version, model))
         if multinode.rank > 0:
-            layers.append(engine["multinode"]["worker_args"])
+            layers.append(scoped(engine["multinode"]["worker_args"], version, model))
     args: dict[str, Any] = {}
     for layer in layers:
         for flag, value in layer.items():
             _set(args, catalogue, flag, _render(value, values))
     for flag, value in settings.args.items():
         _set(args, catalogue, flag, value)
+    # Keys of a JSON flag the deploy manages (the draft folder in --speculative-config) stay
+    # the deploy's when engine.args gives the rest of that flag.
+    for layer in layers:
+        for flag, value in layer.items():
+            canonical = catalogue.canonical(flag)
+            if not isinstance(value, dict) or canonical not in args:
+                continue
+            for key, item in value.items():
+                if PLACEHOLDER.search(str(item)):
+                    _set_key(args, canonical, (key,), _render(item, values))
 
     problems += check_flags(settings.name, settings.version, args)
     if problems:
@@ -148,15 +214,17 @@ def effective_env(
     settings: EngineSettings,
     draft_folder: str | None = None,
     multinode: MultiNode | None = None,
+    model: object | None = None,
 ) -> dict[str, str]:
     """The engine's environment: profile < speculative < multi-node < ``engine.env``."""
     engine = profile(settings.name)
+    version = settings.version
     values = _placeholders(settings, "", draft_folder, multinode)
-    env: dict[str, Any] = dict(engine["env"])
-    if speculative_on(settings, draft_folder) and draft_folder is not None:
-        env |= engine["speculative"]["env"]
+    env: dict[str, Any] = scoped(engine["env"], version, model)
+    if speculative_on(settings, draft_folder):
+        env |= scoped(engine["speculative"]["env"], version, model)
     if multinode is not None:
-        env |= engine["multinode"]["env"]
+        env |= scoped(engine["multinode"]["env"], version, model)
     env = {name: str(_render(value, values)) for name, value in env.items()}
     for name, value in settings.env.items():
         if value is None:

@@ -21,7 +21,7 @@ from sparkdeploy.engine_plan.effective import (
     speculative_on,
 )
 from sparkdeploy.engine_plan.rules import Violation, check_rules
-from sparkdeploy.knowledge.flags import to_argv
+from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.profiles import profile
 
 # What starts the server inside each engine's image (vLLM's image entrypoint is `vllm serve`).
@@ -160,18 +160,22 @@ def plan_engine(
     model_folder: str | None,
     draft_folder: str | None,
     multinode: MultiNode | None = None,
+    model: object | None = None,
 ) -> tuple[EnginePlan, list[str]]:
-    """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start."""
+    """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start.
+    ``model`` is the model's class from its config.json, None when unknown."""
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
     try:
-        args = effective_args(settings, model_folder, draft_folder, multinode)
+        args = effective_args(settings, model_folder, draft_folder, multinode, model)
     except EngineConfigError as error:
         raise EnginePlanError(error.problems, []) from None
-    env = effective_env(settings, draft_folder, multinode)
+    env = effective_env(settings, draft_folder, multinode, model)
     violations: list[Violation] = check_rules(settings, args, env)
     errors = [str(v) for v in violations if v.severity == "error"]
     warnings = [str(v) for v in violations if v.severity != "error"]
+    warnings += spelling_notes(settings.name, settings.version, settings.args)
+    warnings += unread_env(settings.name, settings.version, env)
     if settings.bind == "0.0.0.0":
         warnings.append(
             "engine.bind 0.0.0.0 exposes the engine's API, which has no authentication, on "

@@ -7,6 +7,15 @@ values, a dict for a JSON flag, else a scalar. ``check_flags`` lists every probl
 once: unknown flags (with the closest valid names, the engine's name for a flag carried
 over from another engine or release, or the release that still had it), deprecated flags,
 values of the wrong type and values outside the engine's choices.
+
+A flag is read the way the release's own parser reads it (the catalogue's ``parser``
+section, taken from the engine's source): aliases (``-tp``, ``--tp``), ``_`` for ``-``
+where the parser treats them alike (vLLM), dotted keys of a JSON flag
+(``--speculative-config.method``, vLLM), and argparse's prefix matching where the parser
+allows abbreviations (SGLang): a unique prefix is read as the flag it abbreviates, and a
+prefix of several flags is the ``ambiguous option`` argparse stops on, which is how a
+removed flag shows up when its successors share its name (SGLang 0.5.2x:
+``--cuda-graph-max-bs`` -> ``--cuda-graph-max-bs-decode``/``-prefill``).
 """
 
 from __future__ import annotations
@@ -38,6 +47,41 @@ class CatalogueNotFound(LookupError):
 
 
 @dataclass(frozen=True)
+class Parser:
+    """How a release's command-line parser reads flag names (the catalogue's ``parser``)."""
+
+    prog: str
+    allow_abbrev: bool  # argparse prefix matching: a unique prefix stands for the flag
+    underscores: bool  # `--max_model_len` is read as `--max-model-len`
+    dotted_json: bool  # `--speculative-config.method X` sets one key of a JSON flag
+
+
+# For catalogues built before the extractor recorded the parser: what the engines' sources
+# say. SGLang builds a plain argparse.ArgumentParser (allow_abbrev defaults to True) in
+# sglang/srt/server_args.py prepare_server_args; vLLM's FlexibleArgumentParser
+# (vllm/utils/argparse_utils.py) turns `_` into `-`, expands dotted keys into JSON and
+# turns abbreviations off.
+PARSER_FALLBACK = {
+    "sglang": Parser("sglang serve", allow_abbrev=True, underscores=False, dotted_json=False),
+    "vllm": Parser("vllm serve", allow_abbrev=False, underscores=True, dotted_json=True),
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the release reads one written flag name."""
+
+    flag: str  # the canonical flag (a `--no-` form stays itself)
+    path: tuple[str, ...] = ()  # keys inside the JSON flag, for a dotted spelling
+    abbreviates: bool = False  # written as a prefix that argparse expands to ``flag``
+
+    @property
+    def key(self) -> str:
+        """``--flag`` or ``--flag.key.sub``: what the reading sets."""
+        return ".".join((self.flag, *self.path))
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """The flags one engine release accepts, as extracted from its wheel."""
 
@@ -46,14 +90,50 @@ class Catalogue:
     wheel: str
     sha256: str
     flags: Mapping[str, FlagSpec]
+    parser: Parser
+    env: frozenset[str] | None = None  # environment variables the release reads, if recorded
 
     def spec(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
 
     def canonical(self, name: str) -> str:
         """The canonical spelling of a flag (``--tp-size`` -> ``--tensor-parallel-size``)."""
+        reading = self.read(name)
+        return reading.flag if reading is not None and not reading.path else name
+
+    def read(self, name: str) -> Reading | None:
+        """What the release's parser makes of the flag name ``name``; None if it is no flag."""
         spec = self.flags.get(name)
-        return spec.alias_of if spec is not None and spec.alias_of else name
+        if spec is not None:
+            return Reading(spec.alias_of or name)
+        if not name.startswith("--"):
+            return None
+        head, dot, rest = name[2:].partition(".")
+        if self.parser.underscores:
+            head = head.replace("_", "-")
+        flag = "--" + head
+        spec = self.flags.get(flag)
+        if spec is not None and dot:
+            if not self.parser.dotted_json or spec.type != "json" or not all(rest.split(".")):
+                return None
+            return Reading(spec.alias_of or flag, tuple(rest.split(".")))
+        if spec is not None:
+            return Reading(spec.alias_of or flag)
+        matches = self.prefix_matches(flag) if not dot else []
+        if len(matches) == 1:
+            return Reading(matches[0], abbreviates=True)
+        return None
+
+    def prefix_matches(self, name: str) -> list[str]:
+        """The flags argparse would take ``name`` to abbreviate (none without allow_abbrev)."""
+        if not self.parser.allow_abbrev or not name.startswith("--"):
+            return []
+        found = {
+            spec.alias_of or flag
+            for flag, spec in self.flags.items()
+            if flag.startswith(name) and flag.startswith("--")
+        }
+        return sorted(found)
 
     def accepts(self, name: str, value: Any = True) -> bool:
         """Whether ``name`` with ``value`` passes ``check_flags`` for this release."""
@@ -83,7 +163,21 @@ def load_catalogue(engine: str, version: str) -> Catalogue:
         )
     data = json.loads(path.read_text(encoding="utf-8"))
     flags = {name: FlagSpec.from_json(spec) for name, spec in data["flags"].items()}
-    return Catalogue(engine, version, data["source"]["wheel"], data["source"]["sha256"], flags)
+    recorded = data.get("parser")
+    parser = (
+        Parser(
+            prog=str(recorded.get("prog", PARSER_FALLBACK[engine].prog)),
+            allow_abbrev=bool(recorded["allow_abbrev"]),
+            underscores=bool(recorded["underscores"]),
+            dotted_json=bool(recorded["dotted_json"]),
+        )
+        if recorded
+        else PARSER_FALLBACK[engine]
+    )
+    env = frozenset(data["env"]) if isinstance(data.get("env"), list) else None
+    return Catalogue(
+        engine, version, data["source"]["wheel"], data["source"]["sha256"], flags, parser, env
+    )
 
 
 @cache
@@ -106,14 +200,26 @@ def check_flags(engine: str, version: str, args: Mapping[str, object]) -> list[s
 def _problems_for(catalogue: Catalogue, name: str, value: Any) -> list[str]:
     if not isinstance(name, str) or not name.startswith("-"):
         return [f"{name!r}: flags are written with their dashes, like --context-length"]
-    spec = catalogue.spec(name)
-    if spec is None:
+    reading = catalogue.read(name)
+    if reading is None:
         return [f"{name}: {_unknown(catalogue, name)}"]
+    if reading.path:
+        return _json_key_problem(catalogue, name, value)
+    name = reading.flag if reading.abbreviates else name
+    spec = catalogue.spec(name) or catalogue.spec(reading.flag)
+    assert spec is not None  # read() only returns catalogued flags
     if spec.deprecated:
         better = f"; use {spec.replaced_by}" if spec.replaced_by else ""
         return [f"{name}: deprecated in {_title(catalogue)}{better}"]
     problem = _value_problem(catalogue, name, spec, value)
     return [f"{name}: {problem}"] if problem else []
+
+
+def _json_key_problem(catalogue: Catalogue, name: str, value: Any) -> list[str]:
+    """A dotted key of a JSON flag takes one JSON value (vLLM parses it as JSON)."""
+    if value is None or isinstance(value, (bool, int, float, str, list, dict)):
+        return []
+    return [f"{name}: needs a JSON value (got {value!r})"]
 
 
 def _title(catalogue: Catalogue) -> str:
@@ -123,6 +229,19 @@ def _title(catalogue: Catalogue) -> str:
 def _unknown(catalogue: Catalogue, name: str) -> str:
     """Why a flag is unknown, and what to write instead."""
     title = _title(catalogue)
+    head, dot, _ = name.partition(".") if name.startswith("--") else (name, "", "")
+    if dot and catalogue.read(head) is not None:
+        spec = catalogue.spec(catalogue.canonical(head))
+        if spec is not None and spec.type != "json":
+            return f"{head} is not a JSON flag in {title}, so it has no dotted keys"
+        return f"{title} does not take dotted keys; give {head} as one JSON object"
+    matches = catalogue.prefix_matches(name)
+    if len(matches) > 1:
+        elsewhere = _where_it_exists(catalogue, name)
+        stops = f'its parser stops with "ambiguous option: {name} could match {", ".join(matches)}"'
+        if elsewhere:
+            return f"removed from {title}{elsewhere}: {stops}; its successors: {', '.join(matches)}"
+        return f"not a flag of {title} but an abbreviation of several: {stops}; write one of them"
     for rename in renames(catalogue.engine)["flags"]:
         if rename["old"] == name and rename["new"] in catalogue.flags:
             note = f" ({rename['note']})" if rename.get("note") else ""
@@ -243,7 +362,7 @@ def to_argv(engine: str, version: str, args: Mapping[str, Any]) -> list[str]:
     catalogue = load_catalogue(engine, version)
     words: list[str] = []
     for name, value in args.items():
-        spec = catalogue.spec(name)
+        spec = catalogue.spec(catalogue.canonical(name))
         if value is True and (spec is None or spec.type == "bool" or spec.nargs == "?"):
             words.append(name)
         elif isinstance(value, list) and spec is not None and spec.repeatable:
@@ -260,3 +379,41 @@ def _word(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"), sort_keys=True)
     return str(value)
+
+
+def spelling_notes(engine: str, version: str, args: Mapping[str, object]) -> list[str]:
+    """How the release reads flags written as abbreviations (argparse prefix matching): the
+    unit writes the full name, so a later release that adds a flag with the same prefix
+    cannot change its meaning."""
+    catalogue = load_catalogue(engine, version)
+    notes = []
+    for name in args:
+        reading = catalogue.read(name)
+        if reading is not None and reading.abbreviates:
+            notes.append(
+                f"{name}: {_title(catalogue)} reads it as {reading.flag} (an abbreviation); "
+                f"the unit writes {reading.flag}, and so should engine.args"
+            )
+    return notes
+
+
+ENV_PREFIXES = {"sglang": ("SGLANG_", "SGL_"), "vllm": ("VLLM_",)}
+
+
+def unread_env(engine: str, version: str, env: Mapping[str, str]) -> list[str]:
+    """The engine's own variables (SGLANG_*, VLLM_*) in ``env`` that this release does not
+    read, when its catalogue records what it reads: they have no effect there."""
+    catalogue = load_catalogue(engine, version)
+    if catalogue.env is None:
+        return []
+    notes = []
+    for name in env:
+        if name.startswith(ENV_PREFIXES[engine]) and name not in catalogue.env:
+            readers = [
+                v
+                for v in available_versions(engine)
+                if name in (load_catalogue(engine, v).env or ())
+            ]
+            where = f" (read by {', '.join(readers)})" if readers else ""
+            notes.append(f"{name}: not read by {_title(catalogue)}, so it has no effect{where}")
+    return notes

@@ -7,16 +7,50 @@ from settings itself (a ``{placeholder}`` in the value).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from sparkdeploy.knowledge.flags import Catalogue, load_catalogue
 
 PROFILES_FILE = Path(__file__).resolve().parent / "profiles.yaml"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
+SCOPED_KEYS = frozenset({"when", "value", "source"})
+WHEN_KEYS = frozenset({"versions", "model"})
+
+
+def is_scoped(value: Any) -> bool:
+    """A profile entry written as ``{when: {...}, value: V, source: ...}``."""
+    return isinstance(value, dict) and {"when", "value"} <= set(value) <= SCOPED_KEYS
+
+
+def applies(when: Mapping[str, Any], version: str, model: object | None) -> bool:
+    """
+    Whether a scoped entry holds for this release and model class. ``versions`` is a PEP 440
+    specifier (pre-releases and local builds count by their number); ``model`` lists
+    attributes of the model's class (``mla: true``) and holds only when the class is known.
+    """
+    versions = when.get("versions")
+    if versions and not SpecifierSet(versions).contains(Version(version), prereleases=True):
+        return False
+    conditions = when.get("model") or {}
+    if conditions and model is None:
+        return False
+    return all(getattr(model, key, None) == want for key, want in conditions.items())
+
+
+def scoped(section: Mapping[str, Any], version: str, model: object | None) -> dict[str, Any]:
+    """The entries of a profile section that hold for this release and model, unwrapped."""
+    return {
+        name: value["value"] if is_scoped(value) else value
+        for name, value in section.items()
+        if not is_scoped(value) or applies(value["when"], version, model)
+    }
 
 
 @lru_cache(maxsize=1)
@@ -31,10 +65,12 @@ def profile(engine: str) -> dict[str, Any]:
 
 def managed_flags(engine: str, version: str) -> dict[str, str]:
     """
-    Flags the deploy derives from settings -> the setting behind them (every spelling).
+    What the deploy derives from settings -> the setting behind it, keyed the way
+    ``Catalogue.read`` names what a flag sets: ``--flag`` (canonical), or ``--flag.key`` for
+    one key of a JSON flag (the draft model inside ``--speculative-config``).
 
-    A profile flag is managed when its value holds a ``{placeholder}``: the model folder,
-    bind address, port, context length, draft folder, the pair's addresses ...
+    A profile flag (or JSON key) is managed when its value holds a ``{placeholder}``: the
+    model folder, bind address, port, context length, draft folder, the pair's addresses ...
     """
     catalogue = load_catalogue(engine, version)
     meaning = _profiles()["placeholders"]
@@ -48,10 +84,15 @@ def managed_flags(engine: str, version: str) -> dict[str, str]:
     managed: dict[str, str] = {}
     for section in sections:
         for flag, value in section.items():
-            names = PLACEHOLDER.findall(str(value))
-            if names:
-                for spelling in spellings(catalogue, flag):
-                    managed.setdefault(spelling, meaning[names[0]])
+            canonical = catalogue.canonical(flag)
+            value = value["value"] if is_scoped(value) else value
+            parts = value.items() if isinstance(value, dict) else [("", value)]
+            for key, item in parts:
+                names = PLACEHOLDER.findall(str(item))
+                if names:
+                    managed.setdefault(
+                        f"{canonical}.{key}" if key else canonical, meaning[names[0]]
+                    )
     return managed
 
 

@@ -23,8 +23,10 @@ def test_valid_flags_pass():
 
 
 def test_unknown_flag_names_the_closest_valid_ones():
-    [problem] = check_flags(*SGLANG, {"--mem-fraction": 0.7})
-    assert problem == "--mem-fraction: not a flag of SGLang 0.5.10; closest: --mem-fraction-static"
+    [problem] = check_flags(*SGLANG, {"--mem-fracton-static": 0.7})
+    assert problem == (
+        "--mem-fracton-static: not a flag of SGLang 0.5.10; closest: --mem-fraction-static"
+    )
     [problem] = check_flags(*SGLANG, {"--zzzz": 1})
     assert problem.endswith("no close match")
 
@@ -151,3 +153,24 @@ def test_argv_spells_bools_lists_repeats_and_json():
         "--middleware", "a.b", "--middleware", "c.d",
         "--port", "8000",
     ]  # fmt: skip
+
+
+def test_flags_are_read_the_way_each_release_reads_them():
+    vllm, sglang = load_catalogue(*VLLM), load_catalogue(*SGLANG)
+    # vLLM: `_` and `-` alike, dotted keys of JSON flags, no abbreviations.
+    assert vllm.read("--max_model_len").flag == "--max-model-len"  # type: ignore[union-attr]
+    dotted = vllm.read("--speculative_config.method")
+    assert dotted is not None and dotted.key == "--speculative-config.method"
+    assert vllm.read("--max-model") is None
+    assert check_flags(*VLLM, {"--max_num_seqs": 4, "--compilation-config.mode": 3}) == []
+    [problem] = check_flags(*VLLM, {"--gpu-memory-utilization.x": 1})
+    assert "is not a JSON flag in vLLM 0.33.0, so it has no dotted keys" in problem
+    # SGLang: argparse abbreviations, no `_` spellings, no dotted keys.
+    assert sglang.read("--mem-frac").flag == "--mem-fraction-static"  # type: ignore[union-attr]
+    assert sglang.read("--mem_fraction_static") is None
+    [problem] = check_flags(*SGLANG, {"--cuda-graph": 8})
+    assert problem == (
+        "--cuda-graph: not a flag of SGLang 0.5.10 but an abbreviation of several: its parser "
+        'stops with "ambiguous option: --cuda-graph could match --cuda-graph-bs, '
+        '--cuda-graph-max-bs"; write one of them'
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Literal
 
 import pytest
@@ -13,9 +14,17 @@ from sparkdeploy.engine_plan.effective import (
     effective_args,
     effective_env,
     profile,
+    speculative_on,
 )
-from sparkdeploy.knowledge.flags import available_versions, check_flags, load_catalogue
+from sparkdeploy.knowledge.flags import (
+    available_versions,
+    check_flags,
+    load_catalogue,
+    spelling_notes,
+    unread_env,
+)
 from sparkdeploy.knowledge.images import images
+from sparkdeploy.knowledge.profiles import scoped
 
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
 DRAFT = "/opt/models/Mistral-Small-4-119B-2603-eagle"
@@ -42,15 +51,28 @@ def test_every_profile_flag_exists_in_its_catalogue(engine, version):
     section = profile(engine)
     always = [section["managed"], section["args"], section["speculative"]["args"]]
     always += [section["multinode"]["args"], section["multinode"]["worker_args"]]
-    missing = [flag for part in always for flag in part if flag not in catalogue.flags]
-    assert missing == []
+    for model in (None, MLA, DENSE):
+        emitted = [flag for part in always for flag in scoped(part, version, model)]
+        assert [flag for flag in emitted if flag not in catalogue.flags] == []
+
+
+@pytest.mark.parametrize(("engine", "version"), VERSIONS)
+def test_every_profile_variable_is_read_by_its_release(engine, version):
+    """The profile sets no engine variable (SGLANG_*, VLLM_*) its release does not read."""
+    section = profile(engine)
+    env: dict[str, str] = {}
+    for part in (section["env"], section["speculative"]["env"], section["multinode"]["env"]):
+        env |= scoped(part, version, None)
+    assert unread_env(engine, version, env) == []
 
 
 @pytest.mark.parametrize(("engine", "version"), VERSIONS)
 @pytest.mark.parametrize("draft", [None, DRAFT])
 @pytest.mark.parametrize("multinode", [None, PAIR_HEAD, PAIR_WORKER])
-def test_effective_args_pass_their_catalogue(engine, version, draft, multinode):
-    args = effective_args(settings_for(engine, version), MODEL, draft, multinode)
+@pytest.mark.parametrize("model", [None, "MLA", "DENSE"])
+def test_effective_args_pass_their_catalogue(engine, version, draft, multinode, model):
+    model_class = {"MLA": MLA, "DENSE": DENSE}.get(model)
+    args = effective_args(settings_for(engine, version), MODEL, draft, multinode, model_class)
     assert check_flags(engine, version, args) == []
 
 
@@ -62,7 +84,6 @@ def test_sglang_profile_is_the_reports_command():
         "--host": "127.0.0.1",
         "--port": 30000,
         "--served-model-name": "Mistral-Small-4-119B-2603-NVFP4",
-        "--context-length": 65536,
         "--attention-backend": "triton",
         "--mem-fraction-static": 0.75,
         "--cuda-graph-max-bs": 32,
@@ -81,7 +102,7 @@ def test_vllm_profile_follows_report_002():
     settings = EngineSettings(
         name="vllm", served_model_name="mistral-small-4", context_length=131072
     )
-    args = effective_args(settings, MODEL)
+    args = effective_args(settings, MODEL, model=MLA)
     assert args["--served-model-name"] == "mistral-small-4" and args["--max-model-len"] == 131072
     assert args["--attention-backend"] == "TRITON_MLA"
     assert args["--no-enable-flashinfer-autotune"] is True
@@ -146,7 +167,9 @@ def test_speculative_without_a_draft_is_refused():
     with pytest.raises(EngineConfigError) as caught:
         effective_args(EngineSettings(name="sglang", speculative=True), MODEL)
     assert caught.value.problems == [
-        "speculative decoding is on but no draft model is configured (draft_model_repo)"
+        "speculative decoding is on but no draft model is configured: set draft_model_repo, or "
+        "give the method in engine.args (--speculative-config / --speculative-algorithm) for "
+        "one that needs no draft model (MTP, n-gram)"
     ]
 
 
@@ -173,3 +196,81 @@ def test_vllm_pair_serves_with_the_ray_executor_across_both_gpus():
 def test_multinode_rank_must_be_in_the_pair():
     with pytest.raises(ValueError, match="rank 2 is not in 0..1"):
         MultiNode(nodes=2, rank=2, head="10.0.0.1", interface="bond0")
+
+
+# A model's class as the planner sees it (sparkdeploy/knowledge/model_class.py): only the
+# attributes profile entries are scoped by.
+MLA, DENSE = SimpleNamespace(mla=True), SimpleNamespace(mla=False)
+
+
+def test_context_length_is_left_to_the_engine_unless_set():
+    assert "--context-length" not in effective_args(EngineSettings(name="sglang"), MODEL)
+    assert "--max-model-len" not in effective_args(EngineSettings(name="vllm"), MODEL)
+    args = effective_args(EngineSettings(name="sglang", context_length=32768), MODEL)
+    assert args["--context-length"] == 32768
+
+
+def test_triton_mla_only_for_models_with_mla():
+    vllm = EngineSettings(name="vllm")
+    assert effective_args(vllm, MODEL, model=MLA)["--attention-backend"] == "TRITON_MLA"
+    assert "--attention-backend" not in effective_args(vllm, MODEL, model=DENSE)
+    assert "--attention-backend" not in effective_args(vllm, MODEL)  # unknown: vLLM picks
+
+
+def test_entries_scoped_to_a_release_range_hold_at_its_edges(monkeypatch):
+    entry = {"when": {"versions": ">=0.5.11,<0.5.13"}, "value": 8, "source": "test"}
+    monkeypatch.setitem(profile("sglang")["args"], "--max-running-requests", entry)
+
+    def running(version: str) -> object:
+        return scoped(profile("sglang")["args"], version, None).get("--max-running-requests")
+
+    assert [running(v) for v in ("0.5.10", "0.5.11", "0.5.12.post1", "0.5.13")] == [
+        None,
+        8,
+        8,
+        None,
+    ]
+    assert running("0.5.12rc1.dev5+g1234") == 8  # a build between releases counts by number
+
+
+def test_vllm_spellings_are_read_as_the_release_reads_them():
+    settings = EngineSettings(
+        name="vllm",
+        args={
+            "--max_num_seqs": 4,  # `_` for `-`
+            "--speculative-config.method": "mtp",  # dotted keys build the JSON object
+            "--speculative-config.num_speculative_tokens": 2,
+        },
+    )
+    args = effective_args(settings, MODEL)
+    assert args["--max-num-seqs"] == 4 and "--max_num_seqs" not in args
+    assert args["--speculative-config"] == {"method": "mtp", "num_speculative_tokens": 2}
+    assert speculative_on(settings, None)  # MTP needs no draft folder
+
+
+def test_the_draft_folder_stays_the_deploys_inside_an_operators_speculative_config():
+    settings = EngineSettings(
+        name="vllm",
+        args={"--speculative-config": {"method": "eagle3", "num_speculative_tokens": 4}},
+    )
+    args = effective_args(settings, MODEL, DRAFT)
+    assert args["--speculative-config"] == {
+        "method": "eagle3",
+        "num_speculative_tokens": 4,
+        "model": DRAFT,
+    }
+    dropped = EngineSettings(
+        name="vllm", args={"--speculative-config.num_speculative_tokens": None}
+    )
+    assert effective_args(dropped, MODEL, DRAFT)["--speculative-config"] == {
+        "method": "eagle",
+        "model": DRAFT,
+    }
+
+
+def test_sglang_abbreviations_are_written_out():
+    settings = EngineSettings(name="sglang", args={"--mem-frac": 0.7})
+    args = effective_args(settings, MODEL)
+    assert args["--mem-fraction-static"] == 0.7 and "--mem-frac" not in args
+    [note] = spelling_notes("sglang", "0.5.10", settings.args)
+    assert note.startswith("--mem-frac: SGLang 0.5.10 reads it as --mem-fraction-static")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -92,7 +94,7 @@ def test_args_are_checked_against_the_pinned_release_all_at_once():
     found = errors(
         name="sglang",
         args={
-            "--mem-fraction": 0.7,
+            "--mem-fracton": 0.7,
             "--port": 1234,
             "--enable-metrics": True,
             "--cuda-graph-max-bs": 1.5,
@@ -100,16 +102,27 @@ def test_args_are_checked_against_the_pinned_release_all_at_once():
     )
     assert found["args"] == (
         "--port: set by the deploy from engine.port; set that instead; "
-        "--mem-fraction: not a flag of SGLang 0.5.10; closest: --mem-fraction-static; "
+        "--mem-fracton: not a flag of SGLang 0.5.10; closest: --mem-fraction-static; "
         "--cuda-graph-max-bs: needs an integer (got 1.5)"
     )
 
 
 def test_managed_flags_are_refused_in_every_spelling():
-    found = errors(name="vllm", args={"--max-model-len": 1, "-tp": 2, "--speculative-config": "{}"})
-    assert "--max-model-len: set by the deploy from engine.context_length" in found["args"]
+    found = errors(
+        name="vllm",
+        args={"--max_model_len": 1, "-tp": 2, "--speculative-config": '{"model": "/m"}'},
+    )
+    assert "--max_model_len: set by the deploy from engine.context_length" in found["args"]
     assert "-tp: set by the deploy from the number of Sparks in the pair" in found["args"]
-    assert "--speculative-config: set by the deploy from the draft model folder" in found["args"]
+    assert (
+        "--speculative-config: its key 'model' is set by the deploy from the draft model folder"
+        in found["args"]
+    )
+    found = errors(name="vllm", args={"--speculative_config.model": "/m"})
+    assert "--speculative_config.model: set by the deploy from the draft model" in found["args"]
+    # The rest of --speculative-config is the operator's: MTP needs no draft model.
+    mtp: dict[str, Any] = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 2}}
+    assert EngineSettings(name="vllm", args=mtp).args == mtp
 
 
 def test_null_drops_a_default_and_needs_no_value_check():
@@ -144,3 +157,17 @@ def test_every_mapped_image_has_a_catalogue(engine):
     assert version_for_image(engine, table["default_image"]) in available_versions(engine)
     for image, entry in table["images"].items():
         assert str(entry["version"]) in available_versions(engine), image
+
+
+def test_names_that_only_mention_tokens_are_no_secrets():
+    """Flags and variables operators set all the time pass; names that carry a secret not."""
+    settings = EngineSettings(
+        name="vllm",
+        args={"--max-num-batched-tokens": 8192, "--tokenizer-mode": "mistral"},
+        env={"TOKENIZERS_PARALLELISM": "false"},
+    )
+    assert settings.env == {"TOKENIZERS_PARALLELISM": "false"}
+    found = errors(name="vllm", args={"--api-key": "x"}, env={"HF_TOKEN": "x", "apiKey": "y"})
+    assert "--api-key: carries a secret" in found["args"]
+    assert "HF_TOKEN: secrets never go in the inventory" in found["env"]
+    assert "apiKey: secrets never go in the inventory" in found["env"]
