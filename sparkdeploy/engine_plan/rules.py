@@ -19,6 +19,7 @@ the engine reads for it in that release (the ``ways`` table of the rules file).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -343,12 +344,10 @@ def check_rules(
 
 
 def _canonical(catalogue: Catalogue, name: str) -> str:
-    """A flag's canonical spelling; a dotted JSON key keeps its key (``--sc.method``); a
-    vLLM-style underscore spelling is read as its dashed flag when the catalogue knows it."""
-    base, dot, key = name.partition(".")
-    if base not in catalogue.flags and base.replace("_", "-") in catalogue.flags:
-        base = base.replace("_", "-")
-    return catalogue.canonical(base) + dot + key
+    """What the release reads ``name`` as (``Catalogue.read``): the canonical flag for an
+    alias, an underscore spelling or an abbreviation, ``--flag.key`` for a dotted JSON key."""
+    reading = catalogue.read(name)
+    return reading.key if reading is not None else name
 
 
 def _release_in(specifier: str, version: str) -> bool:
@@ -442,12 +441,11 @@ def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
     if flag in context.args:
         found.append((flag, context.args[flag]))
     base, dot, key = flag.partition(".")
-    if dot and isinstance(context.args.get(base), Mapping):
-        value: Any = context.args[base]
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, Mapping) else None
-        if value is not None:
-            found.append((flag, value))
+    value: Any = _json(context.args.get(base)) if dot else None
+    for part in key.split(".") if dot else ():
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if value is not None:
+        found.append((flag, value))
     for way in context.ways.get(flag, ()):
         if not _release_in(way.releases, context.settings.version):
             continue
@@ -456,6 +454,16 @@ def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
         elif way.env in context.env:
             found.append((f"{way.env}=", context.env[way.env]))
     return found
+
+
+def _json(value: Any) -> Any:
+    """A JSON flag's value as a mapping, whether given as one or as JSON text."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
 
 
 def _subjects(match: Mapping[str, Any], context: _Context) -> list[str]:

@@ -32,7 +32,7 @@ EXAMPLES = {
     "sglang-fa4-attention": ("sglang", {}, {"--attention-backend": "fa4"}, {}, "--attention-backend fa4", MISTRAL),
     "vllm-datacenter-attention": ("vllm", {}, {"--attention-backend": "FLASHMLA"}, {}, "--attention-backend FLASHMLA", MISTRAL),
     "vllm-flash-attn-older-release": ("vllm", {"version": "0.32.0"}, {"--attention-backend": "FLASH_ATTN"}, {}, "--attention-backend FLASH_ATTN", QWEN),
-    "vllm-mla-backend-non-mla-model": ("vllm", {}, {}, {}, "--attention-backend TRITON_MLA", QWEN),
+    "vllm-mla-backend-non-mla-model": ("vllm", {}, {"--attention-backend": "TRITON_MLA"}, {}, "--attention-backend TRITON_MLA", QWEN),
     "vllm-non-mla-backend-mla-model": ("vllm", {}, {"--attention-backend": "TRITON_ATTN"}, {}, "--attention-backend TRITON_ATTN", DEEPSEEK),
     "vllm-attention-backend-env-ignored": ("vllm", {}, {}, {"VLLM_ATTENTION_BACKEND": "TRITON_MLA"}, "VLLM_ATTENTION_BACKEND=TRITON_MLA", MISTRAL),
     "sglang-mem-fraction-static": ("sglang", {}, {"--mem-fraction-static": 0.88}, {}, "--mem-fraction-static 0.88", MISTRAL),
@@ -143,11 +143,12 @@ EDGES = [
     ("vllm-non-mla-backend-mla-model", "vllm", {}, {"--attention-backend": "FLASH_ATTN"}, {}, QWEN, None),
     ("vllm-non-mla-backend-mla-model", "vllm", {}, {"--attention-backend": "FLASH_ATTN"}, {}, MISTRAL, "error"),
     ("vllm-non-mla-backend-mla-model", "vllm", {}, {"--attention-backend": "FLASHINFER"}, {}, DEEPSEEK, "error"),
-    # TRITON_MLA (the profile's) on a non-MLA model
-    ("vllm-mla-backend-non-mla-model", "vllm", {}, {}, {}, QWEN, "error"),
-    ("vllm-mla-backend-non-mla-model", "vllm", {}, {}, {}, GPT_OSS, "error"),
-    ("vllm-mla-backend-non-mla-model", "vllm", {}, {}, {}, MISTRAL, None),
-    ("vllm-mla-backend-non-mla-model", "vllm", {}, {}, {}, DEEPSEEK, None),
+    # TRITON_MLA on a non-MLA model
+    ("vllm-mla-backend-non-mla-model", "vllm", {}, {"--attention-backend": "TRITON_MLA"}, {}, QWEN, "error"),
+    ("vllm-mla-backend-non-mla-model", "vllm", {}, {"--attention-backend": "TRITON_MLA"}, {}, GPT_OSS, "error"),
+    ("vllm-mla-backend-non-mla-model", "vllm", {}, {"--attention-backend": "TRITON_MLA"}, {}, MISTRAL, None),
+    ("vllm-mla-backend-non-mla-model", "vllm", {}, {"--attention-backend": "TRITON_MLA"}, {}, DEEPSEEK, None),
+    ("vllm-mla-backend-non-mla-model", "vllm", {}, {"--attention-config": '{"backend": "TRITON_MLA"}'}, {}, QWEN, "error"),
     # memory fraction / CUDA graphs: error where seen (0.5.10, Mistral Small 4), else warning
     ("sglang-mem-fraction-static", "sglang", {}, {"--mem-fraction-static": 0.88}, {}, QWEN, "warning"),
     ("sglang-mem-fraction-static", "sglang", SGLANG_12, {"--mem-fraction-static": 0.88}, {}, MISTRAL, "warning"),
@@ -201,7 +202,9 @@ def test_rule_at_the_edges_of_its_scope(rule_id, engine, fields, args, env, mode
 
 def test_an_unknown_model_class_turns_an_error_into_a_warning_that_says_so():
     why = UnknownModel("its config.json could not be read: OSError: offline")
-    severity, message = severity_of("vllm-mla-backend-non-mla-model", "vllm", model=why)
+    severity, message = severity_of(
+        "vllm-mla-backend-non-mla-model", "vllm", args={"--attention-backend": "TRITON_MLA"}, model=why
+    )
     assert severity == "warning"
     assert "applies if the model does not use MLA attention" in message
     assert "its config.json could not be read: OSError: offline" in message
@@ -213,7 +216,7 @@ def test_an_unknown_model_class_turns_an_error_into_a_warning_that_says_so():
 
 def test_the_default_model_class_is_unknown():
     settings = EngineSettings(name="vllm")
-    args = effective_args(settings, MODEL)
+    args = effective_args(settings, MODEL) | {"--attention-backend": "TRITON_MLA"}
     [violation] = check_rules(settings, args, effective_env(settings))
     assert violation.id == "vllm-mla-backend-non-mla-model"
     assert violation.severity == "warning" and "no config.json was read" in violation.message
@@ -226,8 +229,10 @@ def test_the_default_model_class_is_unknown():
         {"--attention-config": {"backend": "FLASHINFER_MLA"}},
         {"--attention-config.backend": "FLASHINFER_MLA"},
         {"--attention_backend": "FLASHINFER_MLA"},
+        {"--attention-config": '{"backend": "FLASHINFER_MLA"}'},
+        {"--attention_config.backend": "FLASHINFER_MLA"},
     ],
-    ids=["flag", "json-key", "dotted-key", "underscore-spelling"],
+    ids=["flag", "json-key", "dotted-key", "underscore-spelling", "json-text", "underscore-dotted"],
 )
 def test_rules_see_every_way_a_setting_is_given(args):
     settings = EngineSettings(name="vllm")
@@ -240,11 +245,12 @@ def test_rules_see_every_way_a_setting_is_given(args):
 def test_an_environment_variable_counts_only_in_the_releases_that_read_it():
     env = {"TORCH_CUDA_ARCH_LIST": "12.1a", "VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}
     old = EngineSettings.model_construct(**EngineSettings(name="vllm").model_dump() | {"version": "0.14.1"})
-    assert [(v.id, v.message.split(":")[0]) for v in check_rules(old, {}, env, MISTRAL)] == [
+    args = {"--gpu-memory-utilization": 0.8}
+    assert [(v.id, v.message.split(":")[0]) for v in check_rules(old, args, env, MISTRAL)] == [
         ("vllm-flashinfer-attention", "VLLM_ATTENTION_BACKEND=FLASHINFER_MLA")
     ]
     new = EngineSettings(name="vllm")
-    assert [v.id for v in check_rules(new, {}, env, MISTRAL)] == [
+    assert [v.id for v in check_rules(new, args, env, MISTRAL)] == [
         "vllm-attention-backend-env-ignored"
     ]
 
