@@ -211,7 +211,9 @@ def _load_ways(raw: Any, problems: list[str]) -> dict[str, dict[str, tuple[Way, 
                 unknown = set(item) - WAY_KEYS
                 problems += [f"{where}: unknown key {key!r}" for key in sorted(unknown)]
                 if bool(item.get("json")) == bool(item.get("env")) or not item.get("source"):
-                    problems.append(f"{where}: each way is one `json` key or one `env`, with a source")
+                    problems.append(
+                        f"{where}: each way is one `json` key or one `env`, with a source"
+                    )
                 releases = _specifier(item.get("releases", ""), where, problems)
                 found.append(
                     Way(item.get("json", ""), item.get("env", ""), releases, item.get("source", ""))
@@ -226,7 +228,8 @@ def _load_rule(item: Any, where: str, problems: list[str]) -> Rule | None:
         problems.append(f"{where}: a rule is a mapping")
         return None
     problems += [
-        f"{where}: unknown key {key!r}" for key in sorted(set(item) - RULE_KEYS - OPTIONAL_RULE_KEYS)
+        f"{where}: unknown key {key!r}"
+        for key in sorted(set(item) - RULE_KEYS - OPTIONAL_RULE_KEYS)
     ]
     problems += [f"{where}: missing {key!r}" for key in sorted(RULE_KEYS - set(item))]
     if not RULE_ID.fullmatch(str(item.get("id", ""))):
@@ -257,7 +260,9 @@ def _load_rule(item: Any, where: str, problems: list[str]) -> Rule | None:
         )
     if len(problems) > before:
         return None
-    texts = {key: str(item[key]) for key in ("id", "engine", "severity", "summary", "reason", "fix")}
+    texts = {
+        key: str(item[key]) for key in ("id", "engine", "severity", "summary", "reason", "fix")
+    }
     return Rule(scope=scope, match=match, sources=sources, otherwise=otherwise, **texts)
 
 
@@ -391,7 +396,9 @@ def _model_words(model: Mapping[str, Any], model_not: Mapping[str, Any]) -> str:
             if isinstance(expected, bool):
                 words.append(MODEL_WORDS[(name, expected != negate)])
             else:
-                options = " or ".join(map(str, expected if isinstance(expected, list) else [expected]))
+                options = " or ".join(
+                    map(str, expected if isinstance(expected, list) else [expected])
+                )
                 words.append(f"{'has no' if negate else 'has'} {name.replace('_', ' ')} {options}")
     return " and ".join(words)
 

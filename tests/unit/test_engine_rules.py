@@ -94,7 +94,8 @@ def violations_for(engine, fields, args, env, model=None):
 
 def severity_of(rule_id, engine, fields=None, args=None, env=None, model=MISTRAL):
     found = [
-        v for v in violations_for(engine, fields or {}, args or {}, env or {}, model)
+        v
+        for v in violations_for(engine, fields or {}, args or {}, env or {}, model)
         if v.id == rule_id
     ]
     assert len(found) <= 1, found
@@ -196,14 +197,19 @@ EDGES = [
 def test_rule_at_the_edges_of_its_scope(rule_id, engine, fields, args, env, model, expected):
     severity, message = severity_of(rule_id, engine, fields, args, env, model)
     assert severity == expected, message
-    if severity == "warning" and any(r.id == rule_id and r.severity == "error" for r in load_rules()):
+    if severity == "warning" and any(
+        r.id == rule_id and r.severity == "error" for r in load_rules()
+    ):
         assert "outside where it was seen" in message
 
 
 def test_an_unknown_model_class_turns_an_error_into_a_warning_that_says_so():
     why = UnknownModel("its config.json could not be read: OSError: offline")
     severity, message = severity_of(
-        "vllm-mla-backend-non-mla-model", "vllm", args={"--attention-backend": "TRITON_MLA"}, model=why
+        "vllm-mla-backend-non-mla-model",
+        "vllm",
+        args={"--attention-backend": "TRITON_MLA"},
+        model=why,
     )
     assert severity == "warning"
     assert "applies if the model does not use MLA attention" in message
@@ -244,7 +250,9 @@ def test_rules_see_every_way_a_setting_is_given(args):
 
 def test_an_environment_variable_counts_only_in_the_releases_that_read_it():
     env = {"TORCH_CUDA_ARCH_LIST": "12.1a", "VLLM_ATTENTION_BACKEND": "FLASHINFER_MLA"}
-    old = EngineSettings.model_construct(**EngineSettings(name="vllm").model_dump() | {"version": "0.14.1"})
+    old = EngineSettings.model_construct(
+        **EngineSettings(name="vllm").model_dump() | {"version": "0.14.1"}
+    )
     args = {"--gpu-memory-utilization": 0.8}
     assert [(v.id, v.message.split(":")[0]) for v in check_rules(old, args, env, MISTRAL)] == [
         ("vllm-flashinfer-attention", "VLLM_ATTENTION_BACKEND=FLASHINFER_MLA")

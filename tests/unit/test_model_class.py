@@ -51,9 +51,7 @@ def test_compressed_tensors_nvfp4_format_is_nvfp4():
 
 
 def spark(**fields) -> SparkSettings:
-    return SparkSettings.model_validate(
-        {"ssh_host": "a", "model_repo": "Qwen/Qwen3-8B", **fields}
-    )
+    return SparkSettings.model_validate({"ssh_host": "a", "model_repo": "Qwen/Qwen3-8B", **fields})
 
 
 class Recorder:
