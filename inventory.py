@@ -10,12 +10,13 @@ import os as _os
 import sys as _sys
 
 from sparkdeploy.config.errors import InventoryError as _InventoryError
+from sparkdeploy.config.model_source import read_model_class as _read_model_class
 from sparkdeploy.inventory import load_inventory as _load_inventory
 
 _path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
 
 try:
-    _inventory = _load_inventory(_path)
+    _inventory = _load_inventory(_path, _read_model_class)
 except _InventoryError as _error:
     print(_error, file=_sys.stderr)
     _sys.exit(2)

@@ -61,6 +61,15 @@ def systemd_text(value: str) -> str:
     return _no_control(str(value), "a systemd unit").replace("%", "%%")
 
 
+def systemd_comment(value: str) -> str:
+    """Text of one ``#`` comment line of a unit: one line, and never ending in a backslash
+    (which would continue the line into the next directive)."""
+    text = _no_control(str(value), "a systemd unit").rstrip()
+    if text.endswith("\\"):
+        raise UnsafeValue(f"{text!r} ends in a backslash; it cannot end a comment line")
+    return text
+
+
 def env_value(value: str) -> str:
     """A value both ``EnvironmentFile=`` and ``docker --env-file`` read back unchanged."""
     text = _no_control(str(value), "an environment file")
@@ -89,6 +98,7 @@ FILTERS = {
     "shell": shell,
     "systemd_word": systemd_word,
     "systemd_text": systemd_text,
+    "systemd_comment": systemd_comment,
     "env_value": env_value,
     "docker_env": docker_env,
     "sudoers_user": sudoers_user,

@@ -1,7 +1,8 @@
 """
 The inventory as pyinfra gets it, in explicit steps before any host is contacted:
 
-    read (YAML) -> validate (settings per Spark, then across Sparks) -> topology -> plan
+    read (YAML) -> validate (settings per Spark, then across Sparks) -> topology
+    -> model class (each engine's config.json, when a reader is given) -> plan
 
 Every problem of every step is listed at once in one ``InventoryError``; each host's data
 then carries its frozen settings (``spark``), its place among the Sparks (``place``) and its
@@ -15,6 +16,7 @@ from typing import Any
 
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.load import read_document, validate_document
+from sparkdeploy.config.model_source import ModelReader
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
@@ -52,18 +54,25 @@ class Inventory:
         return hosts
 
 
-def build_inventory(raw: Any, path: str) -> Inventory:
+def build_inventory(raw: Any, path: str, read_model: ModelReader | None = None) -> Inventory:
     """Validate and plan a parsed inventory document; raises ``InventoryError`` listing
-    every problem (file, host, key and what is valid)."""
+    every problem (file, host, key and what is valid). ``read_model`` reads each engine's
+    model class for the GB10 rules (``config/model_source.read_model_class``); without it
+    the rules scoped to a model class warn instead of refusing."""
     sparks, problems = validate_document(raw, path)
     topology = Topology.of(sparks)
-    plans, plan_problems, warnings = plan_sparks(sparks, topology)
+    models = (
+        {name: read_model(spark) for name, spark in sparks.items() if spark.engine is not None}
+        if read_model is not None and not problems
+        else None
+    )
+    plans, plan_problems, warnings = plan_sparks(sparks, topology, models)
     problems += [f"{path}: {problem}" for problem in plan_problems]
     if problems:
         raise InventoryError(path, problems)
     return Inventory(path, sparks, topology, plans, [f"{path}: {w}" for w in warnings])
 
 
-def load_inventory(path: str) -> Inventory:
+def load_inventory(path: str, read_model: ModelReader | None = None) -> Inventory:
     """Read, validate and plan the inventory YAML at ``path``."""
-    return build_inventory(read_document(path), path)
+    return build_inventory(read_document(path), path, read_model)

@@ -64,6 +64,7 @@ from sparkdeploy.knowledge.images import (
 from sparkdeploy.knowledge.profiles import managed_flags
 
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
+ACCEPT_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # ids as gb10_rules.yaml spells them
 FLAG_NAME = re.compile(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*")
 SECRET_FLAG_HINT = (
     "carries a secret, and a flag's value lands in the unit's command line (ps, journal); "
@@ -223,6 +224,14 @@ class EngineSettings(BaseModel):
         "/workspace/kernels}` (absolute paths), rendered as `-v host:container:ro`. System "
         "paths (/, /etc, /proc, /sys, /dev, /run, Docker's socket ...) and the model folders' "
         "mounts are refused.",
+    )
+
+    accept: dict[str, str] = Field(
+        default_factory=dict,
+        description="GB10 rules accepted by id, each with the reason (`{rule-id: reason}`): "
+        "an accepted error no longer refuses the configuration; it is shown among the plan's "
+        "warnings and its reason is written into the engine unit as a comment. An unknown id "
+        "is refused with the list of rules; an accepted rule that does not fire is a warning.",
     )
 
     alerts: bool = Field(
@@ -388,6 +397,27 @@ class EngineSettings(BaseModel):
     def docker_warnings(self) -> list[str]:
         """What the allowed docker options used warn about."""
         return parse_docker_args(self.docker_args)[2]
+
+    @field_validator("accept")
+    @classmethod
+    def _accepted_rules(cls, value: dict[str, str]) -> dict[str, str]:
+        """Rule ids as the rules file spells them; a reason is one line of plain text."""
+        problems = []
+        for rule_id, reason in value.items():
+            if not ACCEPT_ID.fullmatch(rule_id):
+                problems.append(f"{shown(rule_id)}: a rule id is lower-case letters, digits and -")
+                continue
+            try:
+                plain_text(reason)
+                if not reason.strip() or len(reason) > 300 or reason.rstrip().endswith("\\"):
+                    raise ValueError(
+                        "give the reason as one line of 1-300 characters, not ending in '\\'"
+                    )
+            except ValueError as error:
+                problems.append(f"{rule_id}: {error}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return {rule_id: reason.strip() for rule_id, reason in value.items()}
 
     @field_validator("env")
     @classmethod

@@ -7,6 +7,7 @@ pinned release's catalogue and every GB10 rule; the operations only render what 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkdeploy.config.engine import EngineSettings
@@ -20,10 +21,11 @@ from sparkdeploy.engine_plan.effective import (
     effective_env,
     speculative_on,
 )
-from sparkdeploy.engine_plan.rules import Violation, check_rules
+from sparkdeploy.engine_plan.rules import check_rules, judge
 from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
 from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.images import describe_image, server_command
+from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 from sparkdeploy.knowledge.profiles import profile
 
 
@@ -107,6 +109,7 @@ class EnginePlan:
     nodes: int = 1
     rank: int = 0
     alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
+    accepted_rules: tuple[tuple[str, str], ...] = ()  # (GB10 rule id, reason): engine.accept
 
     @property
     def main(self) -> EngineService:
@@ -225,20 +228,20 @@ def plan_engine(
     model_folder: str | None,
     draft_folder: str | None,
     multinode: MultiNode | None = None,
-    model: object | None = None,
+    model: ModelClass | UnknownModel | None = None,
 ) -> tuple[EnginePlan, list[str]]:
     """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start.
-    ``model`` is the model's class from its config.json, None when unknown."""
+    ``model`` is the model's class for the GB10 rules scoped to one (None: unknown)."""
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
+    known = model if isinstance(model, ModelClass) else None
     try:
-        args = effective_args(settings, model_folder, draft_folder, multinode, model)
+        args = effective_args(settings, model_folder, draft_folder, multinode, known)
     except EngineConfigError as error:
         raise EnginePlanError(error.problems, []) from None
-    env = effective_env(settings, draft_folder, multinode, model)
-    violations: list[Violation] = check_rules(settings, args, env)
-    errors = [str(v) for v in violations if v.severity == "error"]
-    warnings = [str(v) for v in violations if v.severity != "error"]
+    env = effective_env(settings, draft_folder, multinode, known)
+    judgement = judge(settings, check_rules(settings, args, env, model))
+    errors, warnings = judgement.errors, judgement.warnings
     warnings += spelling_notes(settings.name, settings.version, settings.args)
     warnings += unread_env(settings.name, settings.version, env)
     folders = tuple(folder for folder in (model_folder, draft_folder) if folder)
@@ -284,18 +287,21 @@ def plan_engine(
         )
         if settings.alerts
         else None,
+        accepted_rules=judgement.accepted,
     )
     return plan, warnings
 
 
 def plan_sparks(
-    sparks: dict[str, SparkSettings], topology: Topology
+    sparks: dict[str, SparkSettings],
+    topology: Topology,
+    models: Mapping[str, ModelClass | UnknownModel] | None = None,
 ) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
     """
     Plan the engine of every Spark that has one. Two Sparks with the same engine, cabled
     to each other, serve one model as a pair: the topology's head is rank 0, reached over
-    its first rail. Returns the plans, the problems (as "host 'NAME', key 'engine': ...")
-    and the warnings.
+    its first rail. ``models`` holds each Spark's model class where it was read. Returns
+    the plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
     """
     plans: dict[str, EnginePlan] = {}
     problems: list[str] = []
@@ -330,7 +336,8 @@ def plan_sparks(
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None
         draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
         try:
-            plans[name], found = plan_engine(engine, model, draft, multinode)
+            model_class = (models or {}).get(name)
+            plans[name], found = plan_engine(engine, model, draft, multinode, model_class)
         except EnginePlanError as error:
             problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
             found = error.warnings

@@ -1,46 +1,72 @@
 """
-GB10 rules: configurations the field reports saw crash or misbehave on a DGX Spark.
+GB10 rules: configurations that crash or misbehave on a DGX Spark, each scoped by the
+evidence behind it.
 
-The rules are data (``knowledge/gb10_rules.yaml``); this module loads them, checks their shape,
-and matches them against an engine's settings, flags and environment::
+The rules are data (``knowledge/gb10_rules.yaml``); this module loads them, checks their shape
+strictly, and matches them against an engine's settings, flags and environment::
 
-    violations = check_rules(settings, effective_args(...), effective_env(...))
-    errors = [v for v in violations if v.severity == "error"]
+    violations = check_rules(settings, effective_args(...), effective_env(...), model)
+    outcome = judge(settings, violations)   # engine.accept applied
 
-Each ``Violation`` names the rule, the flag and value (or variable, image, option) that
-matched, why it fails on GB10 and what to do instead.
+A rule's ``scope`` says where its sources saw the failure: engine release range (a PEP 440
+specifier), model class (``knowledge/model_class.py``), node count, image. Inside the scope
+it has its ``severity``; outside it has the ``otherwise`` severity (or does not apply);
+when the scope needs the model's class and that is unknown, an error becomes a warning
+that says so. A setting is seen however it is given: the flag in any spelling the catalogue
+knows, a key inside a JSON flag (``--attention-config.backend``), or an environment variable
+the engine reads for it in that release (the ``ways`` table of the rules file).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge import KNOWLEDGE_DIR
-from sparkdeploy.knowledge.flags import load_catalogue
+from sparkdeploy.knowledge.flags import Catalogue, load_catalogue
 from sparkdeploy.knowledge.images import image_tag, pinning_problem
+from sparkdeploy.knowledge.model_class import FIELDS, ModelClass, UnknownModel
 
 RULES_FILE = KNOWLEDGE_DIR / "gb10_rules.yaml"
 SEVERITIES = ("error", "warning")
-RULE_KEYS = {"id", "engine", "severity", "match", "summary", "reason", "fix", "source"}
+ENGINES = ("sglang", "vllm", "any")
+RULE_KEYS = {"id", "engine", "severity", "scope", "match", "summary", "reason", "fix", "sources"}
+OPTIONAL_RULE_KEYS = {"otherwise"}
+SCOPE_KEYS = {"releases", "model", "model_not", "nodes", "image"}
+SOURCE_KEYS = {"seen", "where", "date"}
+OTHERWISE_KEYS = {"severity", "summary", "reason", "fix"}
+WAY_KEYS = {"json", "env", "releases", "source"}
 FLAG_TESTS = {"equals", "matches", "above", "not_equal", "present", "absent"}
 SUBJECTS = {
     "env_missing",
     "env_not",
     "env_present",
     "image_unpinned",
+    "image_matches",
     "image_not_matches",
     "docker_option",
     "setting",
 }
-CONDITIONS = {"when_env", "unless_env", "when_flag", "when_multinode"}
-MATCH_KEYS = {"flag", "at_most"} | FLAG_TESTS | SUBJECTS | CONDITIONS
+CONDITIONS = {"when_env", "unless_env", "when_flag"}
+MATCH_KEYS = {"flag", "at_most", "include_default"} | FLAG_TESTS | SUBJECTS | CONDITIONS
+DATE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
+RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+# How a model condition reads in a message ("applies if the model uses MLA").
+MODEL_WORDS = {
+    ("mla", True): "uses MLA attention",
+    ("mla", False): "does not use MLA attention",
+    ("moe", True): "is a mixture of experts",
+    ("moe", False): "is not a mixture of experts",
+}
 
 
 @dataclass(frozen=True)
@@ -58,79 +84,336 @@ class Violation:
 
 
 @dataclass(frozen=True)
+class Source:
+    seen: str  # what was seen
+    where: str  # report id, URL, PR, issue, file in a wheel
+    date: str  # YYYY-MM or YYYY-MM-DD
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the sources saw the failure; every part given must hold."""
+
+    releases: str = ""  # PEP 440 specifier of engine releases; "" is every release
+    model: Mapping[str, Any] = field(default_factory=dict)  # ModelClass field -> value(s)
+    model_not: Mapping[str, Any] = field(default_factory=dict)
+    nodes: str = ""  # specifier of the node count (">=2")
+    image: str = ""  # regex searched in the image reference
+
+    def describe(self) -> str:
+        parts = [f"releases {self.releases}"] if self.releases else []
+        parts += [_model_words(self.model, self.model_not)] if self.model or self.model_not else []
+        parts += [f"{self.nodes} nodes"] if self.nodes else []
+        parts += [f"images matching {self.image}"] if self.image else []
+        return "; ".join(parts) or "everywhere"
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     engine: str
     severity: str
+    scope: Scope
     match: Mapping[str, Any]
     summary: str
     reason: str
     fix: str
-    source: str
+    sources: tuple[Source, ...]
+    otherwise: Mapping[str, str] | None = None  # severity (and texts) outside the scope
+
+
+@dataclass(frozen=True)
+class Way:
+    """Another way to give a flag: a key in a JSON flag, or an environment variable."""
+
+    json: str = ""  # --flag.key
+    env: str = ""
+    releases: str = ""  # the releases that read it
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class RuleBook:
+    rules: tuple[Rule, ...]
+    ways: Mapping[str, Mapping[str, tuple[Way, ...]]]  # engine -> canonical flag -> ways
 
 
 @dataclass(frozen=True)
 class _Context:
     settings: EngineSettings
+    catalogue: Catalogue
     args: Mapping[str, Any]  # canonical flag spellings
     env: Mapping[str, str]
+    ways: Mapping[str, tuple[Way, ...]]
 
 
 class RulesError(ValueError):
     """gb10_rules.yaml is malformed."""
 
 
+# -- loading -----------------------------------------------------------------------------------
+
+
 @lru_cache(maxsize=1)
-def load_rules() -> tuple[Rule, ...]:
-    """The rules of gb10_rules.yaml, checked for shape (unknown keys are an error)."""
+def load_book() -> RuleBook:
+    """The rules and ways of gb10_rules.yaml, checked for shape (unknown keys are an error)."""
     raw = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
-    rules, problems = [], []
-    for index, item in enumerate(raw):
+    problems: list[str] = []
+    if not isinstance(raw, dict) or set(raw) != {"ways", "rules"}:
+        raise RulesError(f"{RULES_FILE.name}: needs exactly two keys, `ways` and `rules`")
+    ways = _load_ways(raw["ways"], problems)
+    rules = []
+    for index, item in enumerate(raw["rules"] or []):
         where = f"{RULES_FILE.name} rule {index + 1} ({item.get('id', '?')})"
-        problems += [f"{where}: unknown key {key!r}" for key in set(item) - RULE_KEYS]
-        problems += [f"{where}: missing {key!r}" for key in RULE_KEYS - set(item)]
-        match = item.get("match") or {}
-        problems += [f"{where}: unknown match key {key!r}" for key in set(match) - MATCH_KEYS]
-        if item.get("severity") not in SEVERITIES:
-            problems.append(f"{where}: severity must be one of {SEVERITIES}")
-        if item.get("engine") not in ("sglang", "vllm", "any"):
-            problems.append(f"{where}: engine must be sglang, vllm or any")
-        if bool(set(match) & FLAG_TESTS) != ("flag" in match):
-            problems.append(
-                f"{where}: flag tests ({', '.join(sorted(FLAG_TESTS))}) need `flag`, "
-                "and `flag` needs one of them"
-            )
-        if not set(match) & (FLAG_TESTS | SUBJECTS):
-            problems.append(f"{where}: match tests nothing")
-        if not problems:
-            rules.append(Rule(**{key: item[key] for key in RULE_KEYS}))
+        rule = _load_rule(item, where, problems)
+        if rule is not None:
+            rules.append(rule)
     ids = [rule.id for rule in rules]
     problems += [
         f"{RULES_FILE.name}: duplicate id {i!r}" for i in sorted(set(ids)) if ids.count(i) > 1
     ]
     if problems:
         raise RulesError("; ".join(problems))
-    return tuple(rules)
+    return RuleBook(tuple(rules), ways)
+
+
+def load_rules() -> tuple[Rule, ...]:
+    return load_book().rules
+
+
+def rule_ids(engine: str) -> list[str]:
+    """The ids of the rules that apply to ``engine``, in file order."""
+    return [rule.id for rule in load_rules() if rule.engine in ("any", engine)]
+
+
+def _specifier(text: Any, where: str, problems: list[str]) -> str:
+    if not isinstance(text, str):
+        problems.append(f"{where}: a release or node range is a string such as '<0.5.11'")
+        return ""
+    try:
+        SpecifierSet(text)
+    except InvalidSpecifier:
+        problems.append(f"{where}: {text!r} is not a PEP 440 specifier")
+    return text
+
+
+def _load_ways(raw: Any, problems: list[str]) -> dict[str, dict[str, tuple[Way, ...]]]:
+    ways: dict[str, dict[str, tuple[Way, ...]]] = {}
+    for engine, flags in (raw or {}).items():
+        if engine not in ENGINES[:2]:
+            problems.append(f"{RULES_FILE.name} ways: unknown engine {engine!r}")
+            continue
+        ways[engine] = {}
+        for flag, items in (flags or {}).items():
+            found = []
+            for item in items:
+                where = f"{RULES_FILE.name} ways {engine} {flag}"
+                unknown = set(item) - WAY_KEYS
+                problems += [f"{where}: unknown key {key!r}" for key in sorted(unknown)]
+                if bool(item.get("json")) == bool(item.get("env")) or not item.get("source"):
+                    problems.append(
+                        f"{where}: each way is one `json` key or one `env`, with a source"
+                    )
+                releases = _specifier(item.get("releases", ""), where, problems)
+                found.append(
+                    Way(item.get("json", ""), item.get("env", ""), releases, item.get("source", ""))
+                )
+            ways[engine][flag] = tuple(found)
+    return ways
+
+
+def _load_rule(item: Any, where: str, problems: list[str]) -> Rule | None:
+    before = len(problems)
+    if not isinstance(item, dict):
+        problems.append(f"{where}: a rule is a mapping")
+        return None
+    problems += [
+        f"{where}: unknown key {key!r}"
+        for key in sorted(set(item) - RULE_KEYS - OPTIONAL_RULE_KEYS)
+    ]
+    problems += [f"{where}: missing {key!r}" for key in sorted(RULE_KEYS - set(item))]
+    if not RULE_ID.fullmatch(str(item.get("id", ""))):
+        problems.append(f"{where}: id is lower-case letters, digits and -")
+    match = item.get("match") or {}
+    problems += [f"{where}: unknown match key {key!r}" for key in sorted(set(match) - MATCH_KEYS)]
+    if item.get("severity") not in SEVERITIES:
+        problems.append(f"{where}: severity must be one of {SEVERITIES}")
+    if item.get("engine") not in ENGINES:
+        problems.append(f"{where}: engine must be sglang, vllm or any")
+    if bool(set(match) & FLAG_TESTS) != ("flag" in match):
+        problems.append(
+            f"{where}: flag tests ({', '.join(sorted(FLAG_TESTS))}) need `flag`, "
+            "and `flag` needs one of them"
+        )
+    if not set(match) & (FLAG_TESTS | SUBJECTS):
+        problems.append(f"{where}: match tests nothing")
+    scope = _load_scope(item.get("scope"), where, problems)
+    sources = _load_sources(item.get("sources"), where, problems)
+    otherwise = item.get("otherwise")
+    if otherwise is not None and (
+        not isinstance(otherwise, dict)
+        or set(otherwise) - OTHERWISE_KEYS
+        or otherwise.get("severity") not in SEVERITIES
+    ):
+        problems.append(
+            f"{where}: otherwise is {{severity: error|warning}} with optional summary, reason, fix"
+        )
+    if len(problems) > before:
+        return None
+    texts = {
+        key: str(item[key]) for key in ("id", "engine", "severity", "summary", "reason", "fix")
+    }
+    return Rule(scope=scope, match=match, sources=sources, otherwise=otherwise, **texts)
+
+
+def _load_scope(raw: Any, where: str, problems: list[str]) -> Scope:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: scope is a mapping ({{}} for everywhere)")
+        return Scope()
+    problems += [f"{where}: unknown scope key {key!r}" for key in sorted(set(raw) - SCOPE_KEYS)]
+    for key in ("model", "model_not"):
+        for name in raw.get(key) or {}:
+            if name not in FIELDS:
+                problems.append(f"{where}: scope {key} field {name!r} is not one of {FIELDS}")
+    if raw.get("image"):
+        try:
+            re.compile(raw["image"])
+        except re.error as error:
+            problems.append(f"{where}: scope image is not a regex ({error})")
+    return Scope(
+        releases=_specifier(raw.get("releases", ""), where, problems),
+        model=raw.get("model") or {},
+        model_not=raw.get("model_not") or {},
+        nodes=_specifier(raw.get("nodes", ""), where, problems),
+        image=raw.get("image", ""),
+    )
+
+
+def _load_sources(raw: Any, where: str, problems: list[str]) -> tuple[Source, ...]:
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{where}: sources is a non-empty list of {{seen, where, date}}")
+        return ()
+    sources = []
+    for item in raw:
+        if not isinstance(item, dict) or set(item) != SOURCE_KEYS:
+            problems.append(f"{where}: each source has exactly seen, where and date")
+            continue
+        if not DATE.fullmatch(str(item["date"])):
+            problems.append(f"{where}: source date {item['date']!r} is not YYYY-MM[-DD]")
+        sources.append(Source(str(item["seen"]), str(item["where"]), str(item["date"])))
+    return tuple(sources)
+
+
+# -- checking ----------------------------------------------------------------------------------
 
 
 def check_rules(
-    settings: EngineSettings, args: Mapping[str, Any], env: Mapping[str, str]
+    settings: EngineSettings,
+    args: Mapping[str, Any],
+    env: Mapping[str, str],
+    model: ModelClass | UnknownModel | None = None,
 ) -> list[Violation]:
-    """Every rule of this engine that ``settings``/``args``/``env`` break, in file order."""
+    """Every rule of this engine that ``settings``/``args``/``env`` break, in file order.
+    ``model`` is the model's class, or why it is unknown (None: not given)."""
+    model = model if model is not None else UnknownModel("no config.json was read")
     catalogue = load_catalogue(settings.name, settings.version)
-    canonical = {catalogue.canonical(flag): value for flag, value in args.items()}
-    context = _Context(settings, canonical, env)
+    book = load_book()
+    canonical = {_canonical(catalogue, flag): value for flag, value in args.items()}
+    context = _Context(settings, catalogue, canonical, env, book.ways.get(settings.name, {}))
     violations = []
-    for rule in load_rules():
+    for rule in book.rules:
         if rule.engine not in ("any", settings.name) or not _conditions_hold(rule.match, context):
             continue
+        verdict = _in_scope(rule.scope, context, model)
+        severity, summary, reason, fix, note = (
+            rule.severity,
+            rule.summary,
+            rule.reason,
+            rule.fix,
+            "",
+        )
+        if verdict is False:
+            if rule.otherwise is None:
+                continue
+            severity = rule.otherwise["severity"]
+            summary = rule.otherwise.get("summary", summary)
+            reason = rule.otherwise.get("reason", reason)
+            fix = rule.otherwise.get("fix", fix)
+            note = f"outside where it was seen: {rule.scope.describe()}"
+        elif isinstance(verdict, str):
+            severity, note = "warning", verdict
         for subject in _subjects(rule.match, context):
-            violations.append(
-                Violation(
-                    rule.id, rule.severity, f"{subject}: {rule.summary}", rule.reason, rule.fix
-                )
-            )
+            message = f"{subject}: {summary}" + (f" ({note})" if note else "")
+            violations.append(Violation(rule.id, severity, message, reason, fix))
     return violations
+
+
+def _canonical(catalogue: Catalogue, name: str) -> str:
+    """What the release reads ``name`` as (``Catalogue.read``): the canonical flag for an
+    alias, an underscore spelling or an abbreviation, ``--flag.key`` for a dotted JSON key."""
+    reading = catalogue.read(name)
+    return reading.key if reading is not None else name
+
+
+def _release_in(specifier: str, version: str) -> bool:
+    if not specifier:
+        return True
+    try:
+        return SpecifierSet(specifier).contains(Version(version), prereleases=True)
+    except InvalidVersion:  # a version PEP 440 cannot order: assume the rule applies
+        return True
+
+
+def _in_scope(scope: Scope, context: _Context, model: ModelClass | UnknownModel) -> bool | str:
+    """True inside, False outside, or (a note) when only the unknown model class could tell."""
+    if not _release_in(scope.releases, context.settings.version):
+        return False
+    if scope.image and not re.search(scope.image, context.settings.image):
+        return False
+    if scope.nodes and not SpecifierSet(scope.nodes).contains(str(_nodes(context.args))):
+        return False
+    if not scope.model and not scope.model_not:
+        return True
+    if isinstance(model, UnknownModel):
+        return f"applies if the model {_model_words(scope.model, scope.model_not)}; {model.why}"
+    return _model_holds(scope.model, model, True) and _model_holds(scope.model_not, model, False)
+
+
+def _model_holds(conditions: Mapping[str, Any], model: ModelClass, wanted: bool) -> bool:
+    for name, expected in conditions.items():
+        actual = model.value(name)
+        options = expected if isinstance(expected, list) else [expected]
+        have = actual if isinstance(actual, tuple) else (actual,)
+        if any(item in have for item in options) != wanted:
+            return False
+    return True
+
+
+def _model_words(model: Mapping[str, Any], model_not: Mapping[str, Any]) -> str:
+    words = []
+    for conditions, negate in ((model, False), (model_not, True)):
+        for name, expected in conditions.items():
+            if isinstance(expected, bool):
+                words.append(MODEL_WORDS[(name, expected != negate)])
+            else:
+                options = " or ".join(
+                    map(str, expected if isinstance(expected, list) else [expected])
+                )
+                words.append(f"{'has no' if negate else 'has'} {name.replace('_', ' ')} {options}")
+    return " and ".join(words)
+
+
+def _nodes(args: Mapping[str, Any]) -> int:
+    """Sparks the engine spans: --nnodes, or tensor parallelism above one GPU (a Spark has
+    one, so vLLM's Ray executor spans the pair)."""
+    for flag in ("--nnodes", "--tensor-parallel-size"):
+        try:
+            count = int(args.get(flag) or 1)
+        except (TypeError, ValueError):
+            continue
+        if count > 1:
+            return count
+    return 1
 
 
 # -- conditions ------------------------------------------------------------------------------
@@ -148,22 +431,46 @@ def _conditions_hold(match: Mapping[str, Any], context: _Context) -> bool:
         if _env_matches(context.env, name, pattern):
             return False
     for flag, pattern in (match.get("when_flag") or {}).items():
-        if flag not in context.args or not re.search(
-            pattern, str(context.args[flag]), re.IGNORECASE
+        if not any(
+            re.search(pattern, str(value), re.IGNORECASE) for _, value in _given(flag, context)
         ):
             return False
-    return not match.get("when_multinode") or _multinode(context.args)
-
-
-def _multinode(args: Mapping[str, Any]) -> bool:
-    """Across Sparks: more than one node, or tensor parallelism above one GPU (a Spark has
-    one, so vLLM's Ray executor spans the pair)."""
-    return _number_above(args.get("--nnodes"), 1) or _number_above(
-        args.get("--tensor-parallel-size"), 1
-    )
+    return True
 
 
 # -- subjects: what a rule points at ----------------------------------------------------------
+
+
+def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
+    """Every (how it reads, value) the setting ``flag`` is given as: the flag itself, a key
+    of a JSON flag, or an environment variable the release reads for it."""
+    found: list[tuple[str, Any]] = []
+    if flag in context.args:
+        found.append((flag, context.args[flag]))
+    base, dot, key = flag.partition(".")
+    value: Any = _json(context.args.get(base)) if dot else None
+    for part in key.split(".") if dot else ():
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if value is not None:
+        found.append((flag, value))
+    for way in context.ways.get(flag, ()):
+        if not _release_in(way.releases, context.settings.version):
+            continue
+        if way.json:
+            found += _given(way.json, context)
+        elif way.env in context.env:
+            found.append((f"{way.env}=", context.env[way.env]))
+    return found
+
+
+def _json(value: Any) -> Any:
+    """A JSON flag's value as a mapping, whether given as one or as JSON text."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
 
 
 def _subjects(match: Mapping[str, Any], context: _Context) -> list[str]:
@@ -178,14 +485,24 @@ def _subjects(match: Mapping[str, Any], context: _Context) -> list[str]:
 
 def _flag_subjects(match: Mapping[str, Any], context: _Context) -> list[str]:
     flags = match["flag"] if isinstance(match["flag"], list) else [match["flag"]]
-    given = [flag for flag in flags if flag in context.args]
+    given = [item for flag in flags for item in _given(flag, context)]
     if match.get("absent"):
         return [] if given else [f"{flags[0]} not set"]
+    if not given and match.get("include_default"):
+        for flag in flags:
+            spec = context.catalogue.spec(flag)
+            if spec is not None and spec.default is not None:
+                title = f"{context.settings.name} {context.settings.version}'s default"
+                given.append((f"{flag} ({title})", spec.default))
+                break
     subjects = []
-    for flag in given:
-        value = context.args[flag]
+    for shown, value in given:
         if _flag_value_matches(match, value):
-            subjects.append(flag if value is True else f"{flag} {_show(value)}")
+            if value is True:
+                subjects.append(shown)
+            else:
+                joint = "" if shown.endswith("=") else " "
+                subjects.append(f"{shown}{joint}{_show(value)}")
     return subjects
 
 
@@ -255,6 +572,11 @@ def _image_unpinned(_: Any, context: _Context) -> list[str]:
     return [f"image {image}"] if pinning_problem(context.settings.name, image) else []
 
 
+def _image_matches(pattern: str, context: _Context) -> list[str]:
+    image = context.settings.image
+    return [f"image {image}"] if re.search(pattern, image_tag(image) or "") else []
+
+
 def _image_not_matches(pattern: str, context: _Context) -> list[str]:
     image = context.settings.image
     return [] if re.search(pattern, image_tag(image) or "") else [f"image {image}"]
@@ -282,7 +604,54 @@ _SUBJECT_TESTS: dict[str, Callable[[Any, _Context], list[str]]] = {
     "env_not": _env_not,
     "env_present": _env_present,
     "image_unpinned": _image_unpinned,
+    "image_matches": _image_matches,
     "image_not_matches": _image_not_matches,
     "docker_option": _docker_option,
     "setting": _setting,
 }
+
+
+# -- engine.accept -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The rules' verdict with the operator's ``engine.accept`` applied."""
+
+    errors: list[str]  # refuse the configuration
+    warnings: list[str]  # reported; accepted rules are among them as notices
+    accepted: tuple[tuple[str, str], ...]  # (rule id, reason) of accepted rules that fired
+
+
+def judge(settings: EngineSettings, violations: list[Violation]) -> Judgement:
+    """Apply ``engine.accept``: an accepted rule that fires becomes a notice (its reason
+    goes into the unit); an unknown id is refused with the ids there are; an accepted rule
+    that does not fire is a warning."""
+    accept: Mapping[str, str] = getattr(settings, "accept", None) or {}
+    known = rule_ids(settings.name)
+    errors: list[str] = []
+    warnings: list[str] = []
+    for rule_id in accept:
+        if rule_id not in known:
+            errors.append(
+                f"engine.accept: {rule_id!r} is not a GB10 rule for {settings.name}; the rules "
+                f"are: {', '.join(known)}"
+            )
+    fired = {v.id for v in violations}
+    warnings += [
+        f"engine.accept: rule {rule_id} does not fire for this configuration; remove it"
+        for rule_id in accept
+        if rule_id in known and rule_id not in fired
+    ]
+    for violation in violations:
+        if violation.id in accept:
+            warnings.append(
+                f"accepted [{violation.id}] {violation.message} (a {violation.severity}, "
+                f"accepted by engine.accept: {accept[violation.id]})"
+            )
+        elif violation.severity == "error":
+            errors.append(str(violation))
+        else:
+            warnings.append(str(violation))
+    accepted = tuple((rule_id, accept[rule_id]) for rule_id in accept if rule_id in fired)
+    return Judgement(errors, warnings, accepted)

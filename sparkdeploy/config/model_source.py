@@ -1,0 +1,86 @@
+"""
+The model's class for the GB10 rules, read on the laptop before any Spark is contacted: the
+``config.json`` of ``model_repo`` at ``model_revision`` (else of ``model_base_repo``, for
+releases that omit it), from the local Hugging Face cache, else from the Hub at
+``hf_endpoint`` with a short timeout. ``HF_HUB_OFFLINE`` keeps it to the cache. The HF token
+(the variable ``hf_token_env`` names) is passed to the Hub client only; no message shows it.
+
+Whatever fails becomes ``UnknownModel(why)``: the rules scoped to a model class then warn
+instead of refusing, and say why the class is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.values import redact
+from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
+
+TIMEOUT = 8.0  # seconds per Hub request
+# (repo, revision, endpoint, token, offline, timeout) -> the parsed config.json
+Fetch = Callable[[str, str, str | None, str | None, bool, float], Mapping[str, Any]]
+ModelReader = Callable[[SparkSettings], ModelClass | UnknownModel]
+
+
+def hub_config(
+    repo: str,
+    revision: str,
+    endpoint: str | None,
+    token: str | None,
+    offline: bool,
+    timeout: float,
+) -> Mapping[str, Any]:
+    """``config.json`` of ``repo`` at ``revision``: the local cache first, then the Hub."""
+    from huggingface_hub import hf_hub_download  # imported only when a model is read
+
+    common: dict[str, Any] = {"revision": revision, "endpoint": endpoint, "token": token or False}
+    try:
+        path = hf_hub_download(repo, "config.json", local_files_only=True, **common)
+    except Exception:
+        if offline:
+            raise
+        path = hf_hub_download(repo, "config.json", etag_timeout=timeout, **common)
+    with open(str(path), encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise ValueError("config.json is not a JSON object")
+    return data
+
+
+def read_model_class(
+    spark: SparkSettings,
+    fetch: Fetch = hub_config,
+    environ: Mapping[str, str] | None = None,
+    timeout: float = TIMEOUT,
+) -> ModelClass | UnknownModel:
+    """The class of the Spark's model, or why it could not be read."""
+    if not spark.model_repo:
+        return UnknownModel("no model_repo is set")
+    environ = os.environ if environ is None else environ
+    offline = environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    token = environ.get(spark.hf_token_env) or None
+    tries = [(spark.model_repo, spark.model_revision)]
+    if spark.model_base_repo:
+        tries.append((spark.model_base_repo, "main"))
+    failures = []
+    for repo, revision in tries:
+        try:
+            config = fetch(repo, revision, spark.hf_endpoint, token, offline, timeout)
+        except Exception as error:  # any failure: the class stays unknown, with the reason
+            failures.append(f"{repo}@{revision}: {_why(error, token)}")
+            continue
+        return ModelClass.from_config(config, source=f"{repo}@{revision} config.json")
+    where = " (HF_HUB_OFFLINE: local cache only)" if offline else ""
+    return UnknownModel(f"its config.json could not be read{where}: " + "; ".join(failures))
+
+
+def _why(error: Exception, token: str | None) -> str:
+    """One line about a failed read, without the token or anything shaped like one."""
+    text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+    if token:
+        text = text.replace(token, "<token>")
+    return redact(text)
