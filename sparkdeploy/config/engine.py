@@ -444,7 +444,7 @@ def _managed_problems(engine: str, version: str, args: dict[str, Any]) -> dict[s
     """Flags (or keys of a JSON flag) in ``args`` that the deploy sets from a setting, in
     whatever spelling the release reads them -> what to set instead."""
     catalogue = load_catalogue(engine, version)
-    managed = managed_flags(engine, version)
+    managed = managed_flags(engine, version, placed=False)  # the rest: at planning
     problems: dict[str, str] = {}
     for flag, item in args.items():
         reading = catalogue.read(flag)

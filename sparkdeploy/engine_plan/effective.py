@@ -18,7 +18,15 @@ from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge.flags import Catalogue, check_flags, load_catalogue
-from sparkdeploy.knowledge.profiles import PLACEHOLDER, profile, scoped, spellings
+from sparkdeploy.knowledge.profiles import (
+    PLACED,
+    PLACEHOLDER,
+    managed_placeholders,
+    placeholder_meanings,
+    profile,
+    scoped,
+    spellings,
+)
 
 
 class EngineConfigError(ValueError):
@@ -172,6 +180,7 @@ def effective_args(
             "--speculative-algorithm) for one that needs no draft model (MTP, n-gram)"
         )
     values = _placeholders(settings, model_folder, draft_folder, multinode)
+    problems += _placed_problems(settings, catalogue, values, multinode)
 
     layers: list[Mapping[str, Any]] = [
         scoped(engine["managed"], version, model),
@@ -208,6 +217,85 @@ def effective_args(
     if problems:
         raise EngineConfigError(problems)
     return args
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _placed_problems(
+    settings: EngineSettings,
+    catalogue: Catalogue,
+    values: Mapping[str, Any],
+    multinode: MultiNode | None,
+) -> list[str]:
+    """
+    Flags in engine.args that the deploy sets from the Spark's place or the draft model
+    (``PLACED``): fine when they say what the deploy would (`-tp 1` on one Spark, the draft
+    model's repository inside --speculative-config, which the deploy turns into its folder),
+    refused otherwise, naming the setting.
+    """
+    meaning = placeholder_meanings()
+    placed = {
+        key: name
+        for key, name in managed_placeholders(settings.name, settings.version).items()
+        if name in PLACED
+    }
+    problems = []
+    for flag, given in settings.args.items():
+        reading = catalogue.read(flag)
+        if reading is None or given is None:
+            continue
+        given = _as_json(given)
+        found = [(reading.key, given)]
+        if not reading.path and isinstance(given, dict):
+            found += [(f"{reading.flag}.{key}", item) for key, item in given.items()]
+        for key, value in found:
+            name = placed.get(key)
+            if name is None or _agrees(name, value, values, multinode):
+                continue
+            where = key if key == reading.key else f"{flag} key {key.split('.', 1)[1]!r}"
+            if name == "draft":
+                problems.append(
+                    f"{where}: the draft model comes from draft_model_repo (the deploy downloads "
+                    f"it and mounts its folder); set draft_model_repo to {value!s} and leave "
+                    "this out, or make them agree"
+                )
+            elif multinode is None:
+                problems.append(
+                    f"{where}: set by the deploy from {meaning[name]} on a pair of Sparks; one "
+                    f"Spark has one GPU, so leave it out (or write what one Spark means)"
+                )
+            else:
+                problems.append(
+                    f"{where}: set by the deploy from {meaning[name]} ({values[name]} here); "
+                    "leave it out"
+                )
+    return problems
+
+
+def _agrees(name: str, value: Any, values: Mapping[str, Any], multinode: MultiNode | None) -> bool:
+    """Whether an operator's value says what the deploy sets for placeholder ``name``."""
+    if name == "draft":
+        draft = values.get("draft")
+        return (
+            isinstance(value, str)
+            and draft is not None
+            and posixpath.basename(value.rstrip("/")) == posixpath.basename(draft.rstrip("/"))
+        )
+    alone = {"nodes": 1, "rank": 0}
+    expected = values[name] if multinode is not None else alone.get(name)
+    if expected is None:
+        return False
+    try:
+        return float(value) == float(expected)
+    except (TypeError, ValueError):
+        return str(value) == str(expected)
 
 
 def effective_env(

@@ -56,7 +56,7 @@ SUBJECTS = {
     "docker_option",
     "setting",
 }
-CONDITIONS = {"when_env", "unless_env", "when_flag"}
+CONDITIONS = {"when_env", "unless_env", "when_flag", "unless_flag"}
 MATCH_KEYS = {"flag", "at_most", "include_default"} | FLAG_TESTS | SUBJECTS | CONDITIONS
 DATE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
 RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -434,6 +434,9 @@ def _conditions_hold(match: Mapping[str, Any], context: _Context) -> bool:
         if not any(
             re.search(pattern, str(value), re.IGNORECASE) for _, value in _given(flag, context)
         ):
+            return False
+    for flag, pattern in (match.get("unless_flag") or {}).items():
+        if any(re.search(pattern, str(value), re.IGNORECASE) for _, value in _given(flag, context)):
             return False
     return True
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ ENGINES = ("sglang", "vllm")
 ENGINE_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
 HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]?$")
 MAX_LISTED_CHOICES = 24
+INT_TEXT = re.compile(r"[+-]?\d+")
 
 
 class CatalogueNotFound(LookupError):
@@ -305,18 +307,21 @@ def _item_problem(catalogue: Catalogue, name: str, spec: FlagSpec, item: Any) ->
     kind = spec.type
     if isinstance(item, bool) or item is None:
         return f"needs a {kind} value (got {item!r})"
+    # Quoted numbers ("0.90", "32") are what argparse's type=int/float read from the command
+    # line too, so they pass like numbers.
     if kind == "int":
         human = (
             spec.human_readable
             and isinstance(item, str)
             and (HUMAN_INT.match(item) or item == "auto")
         )
-        if not isinstance(item, int) and not human:
+        quoted = isinstance(item, str) and INT_TEXT.fullmatch(item.strip())
+        if not isinstance(item, int) and not human and not quoted:
             return (
                 f"needs an integer{' (or 64k style)' if spec.human_readable else ''} (got {item!r})"
             )
     elif kind == "float":
-        if not isinstance(item, (int, float)):
+        if not isinstance(item, (int, float)) and not _float_text(item):
             return f"needs a number (got {item!r})"
     elif kind == "json":
         if not isinstance(item, (dict, list, str)):
@@ -326,6 +331,15 @@ def _item_problem(catalogue: Catalogue, name: str, spec: FlagSpec, item: Any) ->
     if spec.choices is not None and not _in_choices(spec, item):
         return _choice_problem(catalogue, name, spec, item)
     return None
+
+
+def _float_text(item: Any) -> bool:
+    if not isinstance(item, str):
+        return False
+    try:
+        return math.isfinite(float(item))
+    except ValueError:
+        return False
 
 
 def _in_choices(spec: FlagSpec, item: Any) -> bool:

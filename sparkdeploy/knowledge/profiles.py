@@ -63,9 +63,16 @@ def profile(engine: str) -> dict[str, Any]:
     return _profiles()[engine]
 
 
-def managed_flags(engine: str, version: str) -> dict[str, str]:
+# Placeholders whose value depends on where the Spark stands (alone or in a pair) or on the
+# draft model: an operator may write the same value the deploy would (a recipe's `-tp 1` on
+# one Spark, its `"model": "org/draft"` with draft_model_repo set to that repository); the
+# plan checks that it agrees (sparkdeploy/engine_plan/effective.py).
+PLACED = frozenset({"nodes", "rank", "head", "dist_port", "interface", "draft"})
+
+
+def managed_placeholders(engine: str, version: str) -> dict[str, str]:
     """
-    What the deploy derives from settings -> the setting behind it, keyed the way
+    What the deploy derives from settings -> the placeholder behind it, keyed the way
     ``Catalogue.read`` names what a flag sets: ``--flag`` (canonical), or ``--flag.key`` for
     one key of a JSON flag (the draft model inside ``--speculative-config``).
 
@@ -73,7 +80,6 @@ def managed_flags(engine: str, version: str) -> dict[str, str]:
     model folder, bind address, port, context length, draft folder, the pair's addresses ...
     """
     catalogue = load_catalogue(engine, version)
-    meaning = _profiles()["placeholders"]
     engine_profile = profile(engine)
     sections = (
         engine_profile["managed"],
@@ -90,10 +96,24 @@ def managed_flags(engine: str, version: str) -> dict[str, str]:
             for key, item in parts:
                 names = PLACEHOLDER.findall(str(item))
                 if names:
-                    managed.setdefault(
-                        f"{canonical}.{key}" if key else canonical, meaning[names[0]]
-                    )
+                    managed.setdefault(f"{canonical}.{key}" if key else canonical, names[0])
     return managed
+
+
+def placeholder_meanings() -> dict[str, str]:
+    """Placeholder -> the setting it stands for (profiles.yaml ``placeholders``)."""
+    return dict(_profiles()["placeholders"])
+
+
+def managed_flags(engine: str, version: str, placed: bool = True) -> dict[str, str]:
+    """``managed_placeholders`` with the setting each stands for; ``placed=False`` leaves out
+    the ones (``PLACED``) the plan checks against the Spark's place instead."""
+    meaning = _profiles()["placeholders"]
+    return {
+        key: meaning[name]
+        for key, name in managed_placeholders(engine, version).items()
+        if placed or name not in PLACED
+    }
 
 
 def spellings(catalogue: Catalogue, flag: str) -> list[str]:

@@ -62,6 +62,7 @@ def test_without_accepted_rules_the_unit_has_no_such_comment():
 def test_accepting_one_rule_leaves_the_others_refusing():
     engine = {
         "name": "vllm",
+        "image": "nvcr.io/nvidia/vllm:26.10-py3",  # above 0.90 is refused in NVIDIA's image
         "args": {"--attention-backend": "TRITON_MLA", "--gpu-memory-utilization": 0.95},
         "accept": {"vllm-mla-backend-non-mla-model": REASON},
     }

@@ -36,7 +36,7 @@ def test_every_problem_is_listed_at_once():
         *SGLANG,
         {
             "--attention-backend": "flashinfr",
-            "--cuda-graph-max-bs": "32",
+            "--cuda-graph-max-bs": "32x",
             "--enable-metrics": False,
             "context-length": 4096,
             "--stream-output": True,
@@ -46,7 +46,7 @@ def test_every_problem_is_listed_at_once():
         "--attention-backend: 'flashinfr' is not one of triton, torch_native, flex_attention, nsa, "
         "cutlass_mla, fa3, fa4, flashinfer, flashmla, trtllm_mla, trtllm_mha, "
         "dual_chunk_flash_attn, aiter, wave, intel_amx, ascend, intel_xpu",
-        "--cuda-graph-max-bs: needs an integer (got '32')",
+        "--cuda-graph-max-bs: needs an integer (got '32x')",
         "--enable-metrics: takes no value: write true to emit it; leave it out to keep it off "
         "(got False)",
         "'context-length': flags are written with their dashes, like --context-length",
@@ -174,3 +174,9 @@ def test_flags_are_read_the_way_each_release_reads_them():
         'stops with "ambiguous option: --cuda-graph could match --cuda-graph-bs, '
         '--cuda-graph-max-bs"; write one of them'
     )
+
+
+def test_quoted_numbers_pass_as_argparse_reads_them():
+    assert check_flags(*VLLM, {"--gpu-memory-utilization": "0.90", "--max-num-seqs": "4"}) == []
+    [problem] = check_flags(*VLLM, {"--gpu-memory-utilization": "nan"})
+    assert problem == "--gpu-memory-utilization: needs a number (got 'nan')"

@@ -19,6 +19,7 @@ from tests.unit.test_engine_units import exec_start, inventory
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 IMAGE_ID = "sha256:" + "fedcba9876543210" * 4
+NGC_WITH_RAY = "nvcr.io/nvidia/vllm:26.03-py3"
 NGC = "nvcr.io/nvidia/vllm:26.05-py3"
 WRAPPER = "/opt/nvidia/nvidia_entrypoint.sh"
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
@@ -239,6 +240,8 @@ def test_a_ray_pair_with_an_entrypoint_image_replaces_it_with_ray_and_execs_vllm
 
 
 def test_a_ray_pair_with_an_ngc_image_keeps_the_wrapper_for_ray_and_the_server():
+    # 26.03: NGC images from 26.05 ship without Ray (rule vllm-ray-missing-in-image)
+    NGC = NGC_WITH_RAY
     head = words_of({"name": "vllm", "image": NGC}, pair=True)
     ray = head["spark-engine-vllm-ray-head.service"]
     assert "--entrypoint" not in ray

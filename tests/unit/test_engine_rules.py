@@ -20,6 +20,8 @@ QWEN = ModelClass.from_config(cfg.QWEN3_DENSE)
 DEEPSEEK = ModelClass.from_config(cfg.DEEPSEEK_V3)
 GPT_OSS = ModelClass.from_config(cfg.GPT_OSS)
 SGLANG_12 = {"image": "lmsysorg/sglang:v0.5.12", "version": "0.5.12"}
+QWEN_FP8 = ModelClass(architectures=("Qwen3MoeForCausalLM",), moe=True, quantization="fp8")
+RAY_PAIR = {"--distributed-executor-backend": "ray", "--tensor-parallel-size": 2}
 
 # rule id -> (engine, settings fields, extra args over the profile, env over the profile,
 #             text the message must contain: the flag and value, variable, image or option,
@@ -36,7 +38,10 @@ EXAMPLES = {
     "vllm-non-mla-backend-mla-model": ("vllm", {}, {"--attention-backend": "TRITON_ATTN"}, {}, "--attention-backend TRITON_ATTN", DEEPSEEK),
     "vllm-attention-backend-env-ignored": ("vllm", {}, {}, {"VLLM_ATTENTION_BACKEND": "TRITON_MLA"}, "VLLM_ATTENTION_BACKEND=TRITON_MLA", MISTRAL),
     "sglang-mem-fraction-static": ("sglang", {}, {"--mem-fraction-static": 0.88}, {}, "--mem-fraction-static 0.88", MISTRAL),
-    "vllm-gpu-memory-utilization": ("vllm", {}, {"--gpu-memory-utilization": 0.95}, {}, "--gpu-memory-utilization 0.95", MISTRAL),
+    "vllm-gpu-memory-utilization": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": 0.95}, {}, "--gpu-memory-utilization 0.95", MISTRAL),
+    "vllm-ray-missing-in-image": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
+    "vllm-ray-maybe-missing-in-image": ("vllm", {}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
+    "vllm-cutlass-fp8-published-build": ("vllm", {}, {}, {}, "VLLM_DISABLED_KERNELS unset", QWEN_FP8),
     "vllm-gpu-memory-utilization-high": ("vllm", {}, {"--gpu-memory-utilization": 0.9}, {}, "--gpu-memory-utilization 0.9", MISTRAL),
     "sglang-cuda-graph-max-bs": ("sglang", {}, {"--cuda-graph-max-bs": 64}, {}, "--cuda-graph-max-bs 64", MISTRAL),
     "sglang-eagle-topk": ("sglang", {}, {"--speculative-eagle-topk": 4}, {}, "--speculative-eagle-topk 4", MISTRAL),
@@ -168,6 +173,19 @@ EDGES = [
     ("sglang-spec-v2-off", "sglang", {"version": "0.5.13"}, {}, {"SGLANG_ENABLE_SPEC_V2": "0"}, MISTRAL, "warning"),
     ("sglang-spec-v2-removed", "sglang", {"version": "0.5.13"}, {}, {}, MISTRAL, None),
     ("sglang-spec-v2-removed", "sglang", {"version": "0.5.14"}, {}, {}, MISTRAL, "warning"),
+    # utilisation above 0.90: an OOM documented for NVIDIA's containers; eugr runs 0.95
+    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--gpu-memory-utilization": 0.91}, {}, MISTRAL, "error"),
+    ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": 0.95}, {}, MISTRAL, "warning"),
+    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--gpu-memory-utilization": 0.9}, {}, MISTRAL, None),
+    # Ray in the image: NGC from 26.05 ships none; the official image may not
+    ("vllm-ray-missing-in-image", "vllm", {"image": "nvcr.io/nvidia/vllm:26.03-py3"}, RAY_PAIR, {}, MISTRAL, None),
+    ("vllm-ray-missing-in-image", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, RAY_PAIR, {}, MISTRAL, "error"),
+    ("vllm-ray-missing-in-image", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--distributed-executor-backend": "ray"}, {}, MISTRAL, None),
+    ("vllm-ray-maybe-missing-in-image", "vllm", {"image": "scitrera/dgx-spark-vllm:0.17.1-t5"}, RAY_PAIR, {}, MISTRAL, None),
+    # CUTLASS FP8 on published vLLM builds: FP8 checkpoints only, unless the kernel is disabled
+    ("vllm-cutlass-fp8-published-build", "vllm", {}, {}, {}, QWEN, None),
+    ("vllm-cutlass-fp8-published-build", "vllm", {}, {}, {"VLLM_DISABLED_KERNELS": "CutlassFp8BlockScaledMMKernel"}, QWEN_FP8, None),
+    ("vllm-cutlass-fp8-published-build", "vllm", {"image": "sha256:" + "a" * 64, "launch": "command"}, {}, {}, QWEN_FP8, None),
     # fastsafetensors: error only in the NGC 26.03/26.04 images
     ("load-format-fastsafetensors", "vllm", {"image": "nvcr.io/nvidia/vllm:26.03-py3"}, {"--load-format": "fastsafetensors"}, {}, MISTRAL, "error"),
     ("load-format-fastsafetensors", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--load-format": "fastsafetensors"}, {}, MISTRAL, "warning"),
@@ -187,7 +205,8 @@ EDGES = [
     # the MoE backend for SM12x is not flagged
     ("vllm-moe-backend-sm121", "vllm", {}, {"--moe-backend": "marlin"}, {}, MISTRAL, None),
     # vLLM's default utilisation (0.92 in 0.33.0) counts when the flag is dropped
-    ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "error"),
+    ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "warning"),
+    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "error"),
     ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": 0.9}, {}, MISTRAL, None),
 ]  # fmt: skip
 
@@ -226,9 +245,13 @@ def test_an_unknown_model_class_turns_an_error_into_a_warning_that_says_so():
 def test_the_default_model_class_is_unknown():
     settings = EngineSettings(name="vllm")
     args = effective_args(settings, MODEL) | {"--attention-backend": "TRITON_MLA"}
-    [violation] = check_rules(settings, args, effective_env(settings))
-    assert violation.id == "vllm-mla-backend-non-mla-model"
-    assert violation.severity == "warning" and "no config.json was read" in violation.message
+    found = check_rules(settings, args, effective_env(settings))
+    # Every rule scoped to a model class says it applies if the model is of that class.
+    assert {v.id for v in found} == {
+        "vllm-mla-backend-non-mla-model",
+        "vllm-cutlass-fp8-published-build",
+    }
+    assert all(v.severity == "warning" and "no config.json was read" in v.message for v in found)
 
 
 @pytest.mark.parametrize(
@@ -272,13 +295,20 @@ def test_an_environment_variable_counts_only_in_the_releases_that_read_it():
 def test_default_profiles_pass_every_rule(engine, draft, multinode):
     settings = EngineSettings(name=engine)
     args = effective_args(settings, MODEL, draft, multinode)
-    assert check_rules(settings, args, effective_env(settings, draft, multinode), MISTRAL) == []
+    found = check_rules(settings, args, effective_env(settings, draft, multinode), MISTRAL)
+    # The default vLLM pair runs Ray in vllm/vllm-openai, which may lack it: warned until the
+    # pair moves to vLLM's own multi-node launcher (the pairs-and-clusters issue).
+    expected = ["vllm-ray-maybe-missing-in-image"] if (engine, multinode) == ("vllm", PAIR) else []
+    assert [v.id for v in found] == expected
 
 
 def test_rules_see_aliases_as_their_flag():
     settings = EngineSettings(name="vllm")
     [violation] = check_rules(
-        settings, {"--device-memory-utilization": 0.95}, {"TORCH_CUDA_ARCH_LIST": "12.1a"}
+        settings,
+        {"--device-memory-utilization": 0.95},
+        {"TORCH_CUDA_ARCH_LIST": "12.1a"},
+        MISTRAL,
     )
     assert violation.id == "vllm-gpu-memory-utilization"
 
@@ -331,7 +361,7 @@ def test_rule_flags_exist_in_a_catalogue_of_their_engine(rule):
     known = {f for e in engines for v in available_versions(e) for f in load_catalogue(e, v).flags}
     known |= NOT_YET_CATALOGUED
     assert [flag for flag in flags if flag.split(".")[0] not in known] == []
-    for value in rule.match.get("equals", []):
+    for value in rule.match.get("equals", []) if all("." not in f for f in flags) else []:
         catalogues = [load_catalogue(e, v) for e in engines for v in available_versions(e)]
         assert any(
             c.accepts(flag, value) for c in catalogues for flag in flags if flag in c.flags

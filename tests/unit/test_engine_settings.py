@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.engine_plan.effective import EngineConfigError, effective_args
 from sparkdeploy.knowledge.flags import available_versions
 from sparkdeploy.knowledge.images import image_tag, images, version_for_image
 
@@ -111,21 +112,33 @@ def test_args_are_checked_against_the_pinned_release_all_at_once():
 
 
 def test_managed_flags_are_refused_in_every_spelling():
-    found = errors(
-        name="vllm",
-        args={"--max_model_len": 1, "-tp": 2, "--speculative-config": '{"model": "/m"}'},
-    )
+    found = errors(name="vllm", args={"--max_model_len": 1, "--served_model_name": "x"})
     assert "--max_model_len: set by the deploy from engine.context_length" in found["args"]
-    assert "-tp: set by the deploy from the number of Sparks in the pair" in found["args"]
-    assert (
-        "--speculative-config: its key 'model' is set by the deploy from the draft model folder"
-        in found["args"]
-    )
-    found = errors(name="vllm", args={"--speculative_config.model": "/m"})
-    assert "--speculative_config.model: set by the deploy from the draft model" in found["args"]
+    assert "--served_model_name: set by the deploy from engine.served_model_name" in found["args"]
     # The rest of --speculative-config is the operator's: MTP needs no draft model.
     mtp: dict[str, Any] = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 2}}
     assert EngineSettings(name="vllm", args=mtp).args == mtp
+
+
+def test_flags_set_from_the_sparks_place_are_checked_when_it_is_known():
+    """-tp and the draft model inside --speculative-config depend on the pair and on
+    draft_model_repo: a recipe's `-tp 1` on one Spark, or its draft repository, agrees."""
+    alone = EngineSettings(name="vllm", args={"-tp": 1, "--speculative-config.model": "org/eagle"})
+    args = effective_args(alone, "/opt/models/m", "/opt/models/eagle")
+    assert args["--tensor-parallel-size"] == 1
+    assert args["--speculative-config"]["model"] == "/opt/models/eagle"
+    with pytest.raises(EngineConfigError) as caught:
+        effective_args(EngineSettings(name="vllm", args={"-tp": 2}), "/opt/models/m")
+    assert caught.value.problems[0].startswith(
+        "--tensor-parallel-size: set by the deploy from the number of Sparks in the pair on a "
+        "pair of Sparks; one Spark has one GPU"
+    )
+    other = EngineSettings(name="vllm", args={"--speculative-config": {"model": "org/other"}})
+    with pytest.raises(EngineConfigError) as caught:
+        effective_args(other, "/opt/models/m", "/opt/models/eagle")
+    assert caught.value.problems[0].startswith(
+        "--speculative-config key 'model': the draft model comes from draft_model_repo"
+    )
 
 
 def test_null_drops_a_default_and_needs_no_value_check():
