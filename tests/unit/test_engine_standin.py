@@ -1,7 +1,9 @@
 """The docker stand-in and the stand-in engine (tests/twins/standins/engine), run on this machine.
 
 The stand-in is called by its path (the machine's own docker is never shadowed), with its state
-folder, deny list and failure file in a temporary folder, and a short engine startup.
+folder, deny list, failure file and the images' programs in a temporary folder, the committed
+flag catalogues (which a twin gets as a copy) and a short engine startup. The engine alone is
+also run as the image's programs run it, with its release in the environment.
 """
 
 from __future__ import annotations
@@ -17,16 +19,24 @@ from pathlib import Path
 
 import pytest
 
-DOCKER = Path(__file__).resolve().parents[1] / "twins" / "standins" / "engine" / "docker"
+ROOT = Path(__file__).resolve().parents[2]
+STANDINS = ROOT / "tests" / "twins" / "standins"
+DOCKER = STANDINS / "engine" / "docker"
+ENGINE = STANDINS / "engine" / "engine.py"
+CATALOGUES = ROOT / "sparkdeploy" / "knowledge" / "catalogues"
+SGLANG_IMAGE = "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a"  # SGLang 0.5.10, CUDA's wrapper
 SGLANG = (
-    "lmsysorg/sglang:spark",
+    SGLANG_IMAGE,
     "python3",
     "-m",
     "sglang.launch_server",
     "--model-path",
     "/model",
 )
-VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # its entrypoint is `vllm serve`
+VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # its entrypoint is `vllm serve`; no Ray
+RAY_IMAGE = "spark-twin/vllm-openai-ray:v0.33.0"  # the same with Ray added
+NGC_IMAGE = "nvcr.io/nvidia/vllm:26.05-py3"  # vLLM 0.20.1 behind NVIDIA's wrapper entrypoint
+PLAIN_IMAGE = "debian:bookworm-slim"  # no entrypoint, no engine
 STARTUP_S = 0.5
 
 
@@ -39,7 +49,18 @@ class Docker:
             "SPARK_TWIN_MISSING_IMAGES": str(tmp / "missing-images"),
             "SPARK_TWIN_ENGINE_FAIL": str(tmp / "engine-fail"),
             "SPARK_TWIN_ENGINE_STARTUP_S": str(STARTUP_S),
+            "SPARK_TWIN_CATALOGUES": str(CATALOGUES),
+            "SPARK_TWIN_IMAGE_PROGRAMS": str(tmp / "image"),
         }
+        for program, target in (
+            ("vllm", "engine/engine.py vllm"),
+            ("sglang", "engine/engine.py sglang"),
+            ("ray", "engine/ray.py"),
+        ):  # as the twin image installs them (standins/install.sh)
+            script = tmp / "image" / program / program
+            script.parent.mkdir(parents=True)
+            script.write_text(f'#!/bin/sh\nexec python3 {STANDINS}/{target} "$@"\n')
+            script.chmod(0o755)
         self.model = tmp / "model"
         self.model.mkdir()
         (self.model / "config.json").write_text(
@@ -168,7 +189,7 @@ def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
         docker(
             "inspect", "-f", "{{.State.Running}} {{.State.Status}} {{.Config.Image}}", "eng-sglang"
         ).stdout
-        == "true running lmsysorg/sglang:spark\n"
+        == f"true running {SGLANG_IMAGE}\n"
     )
     pid = int(docker("inspect", "-f", "{{.State.Pid}}", "eng-sglang").stdout)
     env = json.loads(docker("inspect", "-f", "{{json .Config.Env}}", "eng-sglang").stdout)
@@ -264,7 +285,7 @@ def test_rm_force_kills_a_running_container(docker):
 
 def test_stop_kills_what_ignores_sigterm_after_the_timeout(docker):
     docker(
-        "run", "-d", "--name", "eng-stubborn", "img:1", "sh", "-c", "trap '' TERM; sleep 60 & wait"
+        "run", "-d", "--name", "eng-stubborn", PLAIN_IMAGE, "sh", "-c", "trap '' TERM; sleep 60 & wait"
     )
     time.sleep(0.3)
     began = time.monotonic()
@@ -284,7 +305,7 @@ def test_rm_with_restart_always_is_refused(docker):
 
 
 def test_a_name_in_use_is_a_conflict(docker):
-    docker("run", "-d", "--name", "eng-taken", "img:1", "sleep", "60")
+    docker("run", "-d", "--name", "eng-taken", PLAIN_IMAGE, "sleep", "60")
     holder = docker("inspect", "-f", "{{.Id}}", "eng-taken").stdout.strip()
     done = docker("run", "--name", "eng-taken", *docker.mount(), *SGLANG)
     assert done.returncode == 125
@@ -295,20 +316,20 @@ def test_a_name_in_use_is_a_conflict(docker):
 
 
 def test_unknown_flag_and_unknown_image_tag(docker):
-    done = docker("run", "--gpu", "all", "img:1")
+    done = docker("run", "--gpu", "all", PLAIN_IMAGE)
     assert (done.returncode, done.stderr.splitlines()[0]) == (125, "unknown flag: --gpu")
-    (docker.tmp / "missing-images").write_text("lmsysorg/sglang:v9.9.9\n")
-    done = docker("run", "--rm", "lmsysorg/sglang:v9.9.9", "true")
-    assert done.returncode == 125
-    assert done.stderr.splitlines()[:2] == [
-        "Unable to find image 'lmsysorg/sglang:v9.9.9' locally",
-        "docker: Error response from daemon: manifest for lmsysorg/sglang:v9.9.9 not found: "
-        "manifest unknown: manifest unknown",
-    ]
-    assert docker("pull", "lmsysorg/sglang:v9.9.9").returncode == 1
-    assert (
-        docker("pull", "-q", "lmsysorg/sglang:spark").stdout == "docker.io/lmsysorg/sglang:spark\n"
-    )
+    for image in ("lmsysorg/sglang:v9.9.9", "vllm/vllm-openai:v0.34.0"):  # not in images.json
+        done = docker("run", "--rm", image, "true")
+        assert done.returncode == 125
+        assert done.stderr.splitlines()[:2] == [
+            f"Unable to find image '{image}' locally",
+            f"docker: Error response from daemon: manifest for {image} not found: "
+            "manifest unknown: manifest unknown",
+        ]
+        assert docker("pull", image).returncode == 1
+    assert docker("pull", "-q", SGLANG_IMAGE).stdout == f"docker.io/{SGLANG_IMAGE}\n"
+    (docker.tmp / "missing-images").write_text(SGLANG_IMAGE + "\n")  # a listed one, made missing
+    assert docker("pull", "-q", SGLANG_IMAGE).returncode == 1
 
 
 @pytest.mark.parametrize(
@@ -338,10 +359,11 @@ def test_vllm_without_config_and_repeated_entrypoint(docker):
     )
     # `vllm serve` again after the image's own entrypoint: vLLM's argparse refuses it
     done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "vllm", "serve", "/model")
-    assert (done.returncode, done.stdout) == (
-        2,
-        "vllm: error: unrecognized arguments: serve /model\n",
-    )
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [
+        "usage: vllm [-h] [-v] {serve} ...",
+        "vllm: error: unrecognized arguments: serve /model",
+    ]
 
 
 def test_injected_failure_is_printed_and_exits_1(docker):
