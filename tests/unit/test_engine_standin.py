@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -388,7 +389,7 @@ def test_injected_failure_is_printed_and_exits_1(docker):
 
 # A catalogue as the catalogue builder writes it, with the parser section of its contract:
 # a release that split --cuda-graph-max-bs into a -decode and a -prefill flag.
-SPLIT_RELEASE = {
+SPLIT_RELEASE: dict[str, Any] = {
     "engine": "sglang",
     "version": "0.5.99",
     "parser": {"prog": "sglang serve", "allow_abbrev": True, "underscores": False},

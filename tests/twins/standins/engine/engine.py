@@ -2,16 +2,27 @@
 """A stand-in inference engine (SGLang or vLLM) for the Spark twins. Standard library only.
 
 The docker stand-in (./docker) starts it with a container's command line, as the real image
-would run it:
+would run it, and tells it which release the image holds (SPARK_TWIN_IMAGE_ENGINE and
+SPARK_TWIN_IMAGE_VERSION, from ../images.json):
 
-    python3 -m sglang.launch_server --model-path /model [--host 127.0.0.1] [--port 30000]
-        [--served-model-name NAME] [--enable-metrics] [--speculative-algorithm ALGO] ...
-    sglang serve /model ...                                (same options)
-    vllm serve /model [--host 0.0.0.0] [--port 8000] [--served-model-name NAME...]
-        [--speculative-config JSON] ...
+    python3 -m sglang.launch_server --model-path /model ...
+    sglang serve [/model] ...                   (a first positional is --model-path)
+    vllm serve [/model] ...                     (--model moves to the front, as vLLM moves it)
     python3 -m vllm.entrypoints.openai.api_server --model /model ...
+    vllm --version | -v                         sglang version
 
-Other options are accepted and ignored. Like the real engine (SGLang 0.5.23, vLLM 0.33.0) it:
+The options are that release's: argparse itself parses them, built from the release's flag
+catalogue (<engine>-<version>.json in $SPARK_TWIN_CATALOGUES, default
+/opt/spark-twin/catalogues, where the twin harness copies the committed catalogues). So an
+unknown option, an ambiguous prefix (with allow_abbrev), a bad choice or type ends it with
+argparse's usage line, `PROG: error: MESSAGE` and exit code 2, and --help lists the release's
+flags (argparse's help, with the catalogue's types and defaults). The catalogue's `parser`
+section says how the release reads its command line (prog, allow_abbrev, `_` for `-`, dotted
+JSON keys); without it, PARSER_FALLBACK. vLLM's `vllm serve` reports unrecognized arguments
+through its top-level parser (`vllm: error: ...`), as argparse does with subcommands. The
+other engine's `python3 -m` module fails as python does without it.
+
+Like the real engine it:
 
 - reads the model folder (a container path, mapped to the host through the mounts the docker
   stand-in passes in SPARK_TWIN_MOUNTS) and refuses to start without config.json or
@@ -381,12 +392,14 @@ def server_parser(release: Release, command: Command) -> tuple[argparse.Argument
     """
     kind, args = release.kind, list(command.args)
     named = release.parser.get("prog")
-    options = {"allow_abbrev": bool(release.parser["allow_abbrev"])}
+    abbrev = bool(release.parser["allow_abbrev"])
     if kind == "vllm" and command.program:
-        top = argparse.ArgumentParser(prog="vllm", **options)
+        top = argparse.ArgumentParser(prog="vllm", allow_abbrev=abbrev)
         top.add_argument("-v", "--version", action="version", version=release.version)
         commands = top.add_subparsers(dest="subparser")
-        serve = commands.add_parser("serve", usage="vllm serve [model_tag] [options]", **options)
+        serve = commands.add_parser(
+            "serve", usage="vllm serve [model_tag] [options]", allow_abbrev=abbrev
+        )
         if named:
             serve.prog = named
         serve.add_argument("model_tag", nargs="?")
@@ -398,7 +411,7 @@ def server_parser(release: Release, command: Command) -> tuple[argparse.Argument
             args = ["--model-path", args[0], *args[1:]]
     else:
         prog = named or command.module.rsplit(".", 1)[-1] + ".py"
-    parser = argparse.ArgumentParser(prog=prog, **options)
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=abbrev)
     add_flags(parser, release.flags)
     return parser, args
 
