@@ -614,3 +614,11 @@ def test_images_without_ray_have_no_ray(docker):
     assert (status.returncode, status.stderr) == (127, "sh: 1: ray: not found\n")
     with_ray = docker("run", "--rm", "--entrypoint", "ray", RAY_IMAGE, "--version")
     assert with_ray.returncode == 0 and with_ray.stdout.startswith("ray, version ")
+    # vLLM's Ray executor in an image without Ray fails as vLLM does when `import ray` fails
+    done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "/model", "--tensor-parallel-size",
+                  "2", "--distributed-executor-backend", "ray")  # fmt: skip
+    assert (done.returncode, last_error(done)) == (
+        1,
+        "ValueError: Failed to import Ray: No module named 'ray'.Please install Ray with "
+        "`pip install ray`.",
+    )

@@ -3,7 +3,8 @@
 
 The docker stand-in (./docker) starts it with a container's command line, as the real image
 would run it, and tells it which release the image holds (SPARK_TWIN_IMAGE_ENGINE and
-SPARK_TWIN_IMAGE_VERSION, from ../images.json):
+SPARK_TWIN_IMAGE_VERSION, from ../images.json) and whether it has Ray (SPARK_TWIN_IMAGE_RAY;
+vLLM's Ray executor fails as `import ray` does without it):
 
     python3 -m sglang.launch_server --model-path /model ...
     sglang serve [/model] ...                   (a first positional is --model-path)
@@ -928,6 +929,17 @@ def serve(engine: Engine) -> int:
     error = engine.model_error()
     if error:
         print("Traceback (most recent call last):", *error, sep="\n", file=sys.stderr, flush=True)
+        return 1
+    if engine.ray_gpus and os.environ.get("SPARK_TWIN_IMAGE_RAY") == "0":
+        # vllm/v1/executor/ray_utils.py assert_ray_available(), in an image without Ray
+        print(
+            "Traceback (most recent call last):",
+            "ValueError: Failed to import Ray: No module named 'ray'."
+            "Please install Ray with `pip install ray`.",
+            sep="\n",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     if engine.ray_gpus and not place_on_ray(engine, stop):
         return 0 if stop.is_set() else 1
