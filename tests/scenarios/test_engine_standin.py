@@ -1,5 +1,6 @@
 """The docker and engine stand-ins in a twin: an engine container in the foreground of a
-systemd unit, as the deploy's engine units will run it."""
+systemd unit, as the deploy's engine units will run it; the image decides the release whose
+flags the engine accepts (from the catalogues the harness copied in) and whether it has Ray."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from tests.twins import harness
 MODEL = "/opt/models/tiny"
 UNIT = "eng-sglang"
 PORT = 30000
+SGLANG_IMAGE = "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a"  # SGLang 0.5.10
 RUN = (
     f"docker run --name {UNIT} --rm --network host --gpus all --ipc host"
-    f" -v {MODEL}:/model:ro lmsysorg/sglang:spark"
+    f" -v {MODEL}:/model:ro {SGLANG_IMAGE}"
     f" python3 -m sglang.launch_server --model-path /model --port {PORT} --enable-metrics"
 )
 # Inside the twin, with the standard library only (the twin has no curl).
@@ -79,3 +81,21 @@ class TestEngineUnderSystemd:
         assert (
             "permission denied while trying to connect to the Docker daemon socket" in denied.stderr
         )
+
+    def test_the_image_decides_flags_and_ray(self, scenario):
+        twin = scenario.twins["eng-standin"]
+        ambiguous = twin.exec(
+            f"docker run --rm -v {MODEL}:/model:ro {SGLANG_IMAGE} python3 -m sglang.launch_server"
+            " --model-path /model --cuda-graph 8",
+            check=False,
+        )
+        assert ambiguous.returncode == 2
+        assert ambiguous.stdout.splitlines()[-1] == (
+            "launch_server.py: error: ambiguous option: --cuda-graph could match "
+            "--cuda-graph-bs, --cuda-graph-max-bs"
+        )
+        no_ray = twin.exec(
+            "docker run --rm --entrypoint ray vllm/vllm-openai:v0.33.0 start --head", check=False
+        )
+        assert no_ray.returncode == 127
+        assert 'exec: "ray": executable file not found in $PATH' in no_ray.stderr

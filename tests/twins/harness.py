@@ -47,6 +47,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STATE_DIR = ROOT / ".twins"
 TWINS_INVENTORY = ROOT / "inventory" / "twins.yml"
+CATALOGUES = ROOT / "sparkdeploy" / "knowledge" / "catalogues"
+TWIN_CATALOGUES = "/opt/spark-twin/catalogues"  # where the stand-in engine reads them
 PREFIX = "sparkdeploy-twin"
 NAMESPACE_ENV = "TWIN_NAMESPACE"
 NAMESPACE_FORMAT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")  # within a docker name
@@ -441,6 +443,9 @@ def start_twin(name: str, image: str) -> Twin:
     # registries is intercepted here by a local CA).
     if Path(SITE_CA_BUNDLE).is_file():
         docker("cp", "-L", SITE_CA_BUNDLE, f"{container}:{SITE_CA_BUNDLE}")
+    # The engine releases' flag catalogues, for the stand-in engine to parse its command line
+    # as the image's release does (copied, so the twin never reads the deploy's package).
+    docker("cp", f"{CATALOGUES}/.", f"{container}:{TWIN_CATALOGUES}")
     public = ssh_key().with_suffix(".pub").read_text()
     twin.exec(
         "install -d -m 700 -o spark -g spark ~spark/.ssh && cat > ~spark/.ssh/authorized_keys"

@@ -1,7 +1,9 @@
 """The docker stand-in and the stand-in engine (tests/twins/standins/engine), run on this machine.
 
 The stand-in is called by its path (the machine's own docker is never shadowed), with its state
-folder, deny list and failure file in a temporary folder, and a short engine startup.
+folder, deny list, failure file and the images' programs in a temporary folder, the committed
+flag catalogues (which a twin gets as a copy) and a short engine startup. The engine alone is
+also run as the image's programs run it, with its release in the environment.
 """
 
 from __future__ import annotations
@@ -10,23 +12,33 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-DOCKER = Path(__file__).resolve().parents[1] / "twins" / "standins" / "engine" / "docker"
+ROOT = Path(__file__).resolve().parents[2]
+STANDINS = ROOT / "tests" / "twins" / "standins"
+DOCKER = STANDINS / "engine" / "docker"
+ENGINE = STANDINS / "engine" / "engine.py"
+CATALOGUES = ROOT / "sparkdeploy" / "knowledge" / "catalogues"
+SGLANG_IMAGE = "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a"  # SGLang 0.5.10, CUDA's wrapper
 SGLANG = (
-    "lmsysorg/sglang:spark",
+    SGLANG_IMAGE,
     "python3",
     "-m",
     "sglang.launch_server",
     "--model-path",
     "/model",
 )
-VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # its entrypoint is `vllm serve`
+VLLM_IMAGE = "vllm/vllm-openai:v0.33.0"  # its entrypoint is `vllm serve`; no Ray
+RAY_IMAGE = "spark-twin/vllm-openai-ray:v0.33.0"  # the same with Ray added
+NGC_IMAGE = "nvcr.io/nvidia/vllm:26.05-py3"  # vLLM 0.20.1 behind NVIDIA's wrapper entrypoint
+PLAIN_IMAGE = "debian:bookworm-slim"  # no entrypoint, no engine
 STARTUP_S = 0.5
 
 
@@ -39,7 +51,18 @@ class Docker:
             "SPARK_TWIN_MISSING_IMAGES": str(tmp / "missing-images"),
             "SPARK_TWIN_ENGINE_FAIL": str(tmp / "engine-fail"),
             "SPARK_TWIN_ENGINE_STARTUP_S": str(STARTUP_S),
+            "SPARK_TWIN_CATALOGUES": str(CATALOGUES),
+            "SPARK_TWIN_IMAGE_PROGRAMS": str(tmp / "image"),
         }
+        for program, target in (
+            ("vllm", "engine/engine.py vllm"),
+            ("sglang", "engine/engine.py sglang"),
+            ("ray", "engine/ray.py"),
+        ):  # as the twin image installs them (standins/install.sh)
+            script = tmp / "image" / program / program
+            script.parent.mkdir(parents=True)
+            script.write_text(f'#!/bin/sh\nexec python3 {STANDINS}/{target} "$@"\n')
+            script.chmod(0o755)
         self.model = tmp / "model"
         self.model.mkdir()
         (self.model / "config.json").write_text(
@@ -168,7 +191,7 @@ def test_foreground_sglang_serves_and_stops_like_uvicorn(docker):
         docker(
             "inspect", "-f", "{{.State.Running}} {{.State.Status}} {{.Config.Image}}", "eng-sglang"
         ).stdout
-        == "true running lmsysorg/sglang:spark\n"
+        == f"true running {SGLANG_IMAGE}\n"
     )
     pid = int(docker("inspect", "-f", "{{.State.Pid}}", "eng-sglang").stdout)
     env = json.loads(docker("inspect", "-f", "{{json .Config.Env}}", "eng-sglang").stdout)
@@ -264,7 +287,14 @@ def test_rm_force_kills_a_running_container(docker):
 
 def test_stop_kills_what_ignores_sigterm_after_the_timeout(docker):
     docker(
-        "run", "-d", "--name", "eng-stubborn", "img:1", "sh", "-c", "trap '' TERM; sleep 60 & wait"
+        "run",
+        "-d",
+        "--name",
+        "eng-stubborn",
+        PLAIN_IMAGE,
+        "sh",
+        "-c",
+        "trap '' TERM; sleep 60 & wait",
     )
     time.sleep(0.3)
     began = time.monotonic()
@@ -284,7 +314,7 @@ def test_rm_with_restart_always_is_refused(docker):
 
 
 def test_a_name_in_use_is_a_conflict(docker):
-    docker("run", "-d", "--name", "eng-taken", "img:1", "sleep", "60")
+    docker("run", "-d", "--name", "eng-taken", PLAIN_IMAGE, "sleep", "60")
     holder = docker("inspect", "-f", "{{.Id}}", "eng-taken").stdout.strip()
     done = docker("run", "--name", "eng-taken", *docker.mount(), *SGLANG)
     assert done.returncode == 125
@@ -295,20 +325,20 @@ def test_a_name_in_use_is_a_conflict(docker):
 
 
 def test_unknown_flag_and_unknown_image_tag(docker):
-    done = docker("run", "--gpu", "all", "img:1")
+    done = docker("run", "--gpu", "all", PLAIN_IMAGE)
     assert (done.returncode, done.stderr.splitlines()[0]) == (125, "unknown flag: --gpu")
-    (docker.tmp / "missing-images").write_text("lmsysorg/sglang:v9.9.9\n")
-    done = docker("run", "--rm", "lmsysorg/sglang:v9.9.9", "true")
-    assert done.returncode == 125
-    assert done.stderr.splitlines()[:2] == [
-        "Unable to find image 'lmsysorg/sglang:v9.9.9' locally",
-        "docker: Error response from daemon: manifest for lmsysorg/sglang:v9.9.9 not found: "
-        "manifest unknown: manifest unknown",
-    ]
-    assert docker("pull", "lmsysorg/sglang:v9.9.9").returncode == 1
-    assert (
-        docker("pull", "-q", "lmsysorg/sglang:spark").stdout == "docker.io/lmsysorg/sglang:spark\n"
-    )
+    for image in ("lmsysorg/sglang:v9.9.9", "vllm/vllm-openai:v0.34.0"):  # not in images.json
+        done = docker("run", "--rm", image, "true")
+        assert done.returncode == 125
+        assert done.stderr.splitlines()[:2] == [
+            f"Unable to find image '{image}' locally",
+            f"docker: Error response from daemon: manifest for {image} not found: "
+            "manifest unknown: manifest unknown",
+        ]
+        assert docker("pull", image).returncode == 1
+    assert docker("pull", "-q", SGLANG_IMAGE).stdout == f"docker.io/{SGLANG_IMAGE}\n"
+    (docker.tmp / "missing-images").write_text(SGLANG_IMAGE + "\n")  # a listed one, made missing
+    assert docker("pull", "-q", SGLANG_IMAGE).returncode == 1
 
 
 @pytest.mark.parametrize(
@@ -338,10 +368,11 @@ def test_vllm_without_config_and_repeated_entrypoint(docker):
     )
     # `vllm serve` again after the image's own entrypoint: vLLM's argparse refuses it
     done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "vllm", "serve", "/model")
-    assert (done.returncode, done.stdout) == (
-        2,
-        "vllm: error: unrecognized arguments: serve /model\n",
-    )
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [
+        "usage: vllm [-h] [-v] {serve} ...",
+        "vllm: error: unrecognized arguments: serve /model",
+    ]
 
 
 def test_injected_failure_is_printed_and_exits_1(docker):
@@ -352,3 +383,242 @@ def test_injected_failure_is_printed_and_exits_1(docker):
     assert done.stdout.splitlines()[-1] == crash
     assert docker.names()[0].startswith("eng-crash Exited (1) ")
     assert crash in docker("logs", "eng-crash").stdout
+
+
+# --- the engine's command line, parsed as its image's release parses it -------------------
+
+# A catalogue as the catalogue builder writes it, with the parser section of its contract:
+# a release that split --cuda-graph-max-bs into a -decode and a -prefill flag.
+SPLIT_RELEASE: dict[str, Any] = {
+    "engine": "sglang",
+    "version": "0.5.99",
+    "parser": {"prog": "sglang serve", "allow_abbrev": True, "underscores": False},
+    "flags": {
+        "--model-path": {"type": "str", "choices": None, "default": None},
+        "--model": {"type": "str", "choices": None, "default": None, "alias_of": "--model-path"},
+        "--port": {"type": "int", "choices": None, "default": 30000},
+        "--cuda-graph-max-bs-decode": {"type": "int", "choices": None, "default": None},
+        "--cuda-graph-max-bs-prefill": {"type": "int", "choices": None, "default": None},
+    },
+}
+AMBIGUOUS = (
+    "sglang serve: error: ambiguous option: --cuda-graph-max-bs could match "
+    "--cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
+)
+
+
+def engine(kind: str, version: str, *argv: str, catalogues: Path = CATALOGUES):
+    """The stand-in engine as an image's program runs it (the release from the image)."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "SPARK_TWIN_IMAGE_ENGINE": kind,
+        "SPARK_TWIN_IMAGE_VERSION": version,
+        "SPARK_TWIN_CATALOGUES": str(catalogues),
+        "SPARK_TWIN_ENGINE_STARTUP_S": str(STARTUP_S),
+    }
+    return subprocess.run(
+        [sys.executable, str(ENGINE), *argv], env=env, capture_output=True, text=True, timeout=30
+    )
+
+
+def last_error(done: subprocess.CompletedProcess) -> str:
+    return (done.stderr or done.stdout).splitlines()[-1]
+
+
+def test_an_unknown_flag_is_refused_with_argparses_message(docker):
+    done = docker("run", "--rm", *docker.mount(), *SGLANG, "--max-model-len", "4096")
+    assert done.returncode == 2
+    assert done.stdout.startswith("usage: launch_server.py [-h] ")  # SGLang 0.5.10 names no prog
+    assert (
+        last_error(done) == "launch_server.py: error: unrecognized arguments: --max-model-len 4096"
+    )
+    done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "/model", "--context-length", "4096")
+    assert done.returncode == 2
+    assert last_error(done) == "vllm: error: unrecognized arguments: --context-length 4096"
+    assert docker.names() == []
+
+
+@pytest.mark.parametrize(
+    "abbreviations, error",
+    [
+        (True, AMBIGUOUS),
+        (False, "sglang serve: error: unrecognized arguments: --cuda-graph-max-bs 8"),
+    ],
+)
+def test_a_split_flag_is_an_ambiguous_prefix_where_argparse_abbreviates(
+    tmp_path, abbreviations, error
+):
+    release = dict(SPLIT_RELEASE, parser={**SPLIT_RELEASE["parser"], "allow_abbrev": abbreviations})
+    (tmp_path / "sglang-0.5.99.json").write_text(json.dumps(release))
+    done = engine("sglang", "0.5.99", "sglang", "serve", "/model", "--cuda-graph-max-bs", "8",
+                  catalogues=tmp_path)  # fmt: skip
+    assert (done.returncode, last_error(done)) == (2, error)
+    assert done.stderr.startswith(
+        "usage: sglang serve [-h] [--model-path MODEL_PATH] [--port PORT]"
+    )
+
+
+def test_sglang_0_5_10_has_its_own_ambiguous_prefix():
+    done = engine("sglang", "0.5.10", "python3", "-m", "sglang.launch_server",
+                  "--model-path", "/model", "--cuda-graph", "8")  # fmt: skip
+    assert (done.returncode, last_error(done)) == (
+        2,
+        "launch_server.py: error: ambiguous option: --cuda-graph could match --cuda-graph-bs, "
+        "--cuda-graph-max-bs",
+    )
+
+
+@pytest.mark.parametrize(
+    "kind, version, args, error",
+    [
+        (
+            "sglang",
+            "0.5.10",
+            ["--speculative-algorithm", "MTP"],
+            "launch_server.py: error: argument --speculative-algorithm: invalid choice: 'MTP' "
+            "(choose from 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')",
+        ),
+        (
+            "sglang",
+            "0.5.10",
+            ["--port", "3e4"],
+            "launch_server.py: error: argument --port: invalid int value: '3e4'",
+        ),  # fmt: skip
+        (
+            "sglang",
+            "0.5.10",
+            ["--mem_fraction_static", "0.5"],
+            "launch_server.py: error: unrecognized arguments: --mem_fraction_static 0.5",
+        ),  # fmt: skip
+        (
+            "vllm",
+            "0.33.0",
+            ["--optimization-level", "O7"],
+            "vllm serve: error: argument "
+            "--optimization-level: invalid choice: 'O7' (choose from 'O0', 'O1', 'O2', 'O3')",
+        ),  # fmt: skip
+        (
+            "vllm",
+            "0.33.0",
+            ["--max-model-len", "4x"],
+            "vllm serve: error: argument --max-model-len: invalid human_readable_int value: '4x'",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_values_and_spellings_are_refused_as_argparse_does(kind, version, args, error):
+    start = (
+        ["python3", "-m", "sglang.launch_server", "--model-path", "/model"]
+        if kind == "sglang"
+        else ["vllm", "serve", "/model"]
+    )
+    done = engine(kind, version, *start, *args)
+    assert (done.returncode, last_error(done)) == (2, error)
+
+
+def test_vllm_takes_underscores_dotted_json_and_its_model_option(docker):
+    port = free_port()
+    started = docker(
+        "run", "-d", "--name", "eng-flex", "--network", "host", *docker.mount(), VLLM_IMAGE,
+        "--model", "/model", "--port", str(port), "--served_model_name", "small",
+        "--max_num_seqs", "4", "--speculative-config.method", "eagle",
+        "--speculative-config.num_speculative_tokens", "3", "--mamba-backend", "triton",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert [m["id"] for m in wait_serving(port)["data"]] == ["small"]
+    assert "vllm:spec_decode_num_drafts_total" in get(port, "/metrics")  # the config was read
+    docker("rm", "-f", "eng-flex")
+    # no model before --served-model-name: vLLM's parser raises before argparse runs
+    done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "--served-model-name", "x")
+    assert done.returncode == 1
+    assert last_error(done).startswith("ValueError: `model` should be provided as the first")
+
+
+def test_help_and_version_are_the_releases(docker):
+    older = engine("sglang", "0.5.10", "python3", "-m", "sglang.launch_server", "--help")
+    newer = engine("sglang", "0.5.12", "python3", "-m", "sglang.launch_server", "--help")
+    assert older.returncode == newer.returncode == 0
+    assert older.stdout.startswith("usage: launch_server.py [-h]")
+    assert "--enable-double-sparsity" in older.stdout and "--enable-http2" not in older.stdout
+    assert "--enable-http2" in newer.stdout and "--enable-double-sparsity" not in newer.stdout
+    helped = docker("run", "--rm", VLLM_IMAGE, "--help")
+    assert helped.returncode == 0
+    assert helped.stdout.startswith("usage: vllm serve [model_tag] [options]\n")
+    assert "--max-model-len MAX_MODEL_LEN" in helped.stdout
+    assert docker("run", "--rm", "--entrypoint", "vllm", VLLM_IMAGE, "--version").stdout == (
+        "0.33.0\n"
+    )
+    assert docker("run", "--rm", NGC_IMAGE, "vllm", "--version").stdout == "0.20.1\n"
+    assert docker("run", "--rm", SGLANG_IMAGE, "sglang", "version").stdout == (
+        "sglang version: 0.5.10\n"
+    )
+
+
+# --- which command a container runs: the image's ENTRYPOINT ------------------------------
+
+WRAPPER = "/opt/nvidia/nvidia_entrypoint.sh"
+
+
+def test_a_wrapper_entrypoint_runs_its_arguments_as_a_command(docker):
+    # only flags: the wrapper's `exec "$@"` reads the first as an option of bash's exec
+    done = docker("run", "--rm", *docker.mount(), NGC_IMAGE, "--model", "/model")
+    assert done.returncode == 2
+    first, usage = done.stdout.splitlines()
+    assert first.startswith(f"{WRAPPER}: line ") and first.endswith(": exec: --: invalid option")
+    assert usage.startswith("exec: usage: exec [-cl]")
+    # a program the image does not have
+    done = docker("run", "--rm", SGLANG_IMAGE, "vllm", "serve", "/model")
+    assert done.returncode == 127 and done.stdout.endswith(": exec: vllm: not found\n")
+    # the other engine's module: python's own error
+    done = docker(
+        "run", "--rm", SGLANG_IMAGE, "python3", "-m", "vllm.entrypoints.openai.api_server"
+    )
+    assert (done.returncode, done.stdout) == (
+        1,
+        "/usr/bin/python3: Error while finding module specification for "
+        "'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named 'vllm')\n",
+    )
+    inspected = docker("run", "--name", "eng-wrapped", SGLANG_IMAGE, "true")
+    assert inspected.returncode == 0
+    assert docker("inspect", "-f", "{{.Path}} {{json .Args}}", "eng-wrapped").stdout == (
+        f'{WRAPPER} ["true"]\n'
+    )
+
+
+def test_no_entrypoint_runs_the_arguments_and_entrypoint_replaces_it(docker):
+    assert docker("run", "--rm", PLAIN_IMAGE, "sh", "-c", "echo plain").stdout == "plain\n"
+    done = docker("run", "--rm", PLAIN_IMAGE, "--model", "/model")
+    assert done.returncode == 127
+    assert 'exec: "--model": executable file not found in $PATH' in done.stderr
+    replaced = docker("run", "--rm", "--entrypoint", "sh", VLLM_IMAGE, "-c", "echo replaced")
+    assert (replaced.returncode, replaced.stdout) == (0, "replaced\n")
+
+
+def test_docker_exec_does_not_apply_the_entrypoint(docker):
+    port = free_port()
+    docker("run", "-d", "--name", "eng-exec", "--network", "host", *docker.mount(), VLLM_IMAGE,
+           "/model", "--port", str(port))  # fmt: skip
+    wait_serving(port)
+    assert docker("inspect", "-f", "{{json .Config.Entrypoint}}", "eng-exec").stdout == (
+        '["vllm","serve"]\n'
+    )
+    version = docker("exec", "eng-exec", "vllm", "--version")
+    assert (version.returncode, version.stdout) == (0, "0.33.0\n")
+
+
+def test_images_without_ray_have_no_ray(docker):
+    done = docker("run", "--rm", "--entrypoint", "ray", VLLM_IMAGE, "start", "--head")
+    assert done.returncode == 127
+    assert 'exec: "ray": executable file not found in $PATH: unknown' in done.stderr
+    docker("run", "-d", "--name", "eng-noray", SGLANG_IMAGE, "sleep", "60")
+    status = docker("exec", "eng-noray", "sh", "-c", "ray status")
+    assert (status.returncode, status.stderr) == (127, "sh: 1: ray: not found\n")
+    with_ray = docker("run", "--rm", "--entrypoint", "ray", RAY_IMAGE, "--version")
+    assert with_ray.returncode == 0 and with_ray.stdout.startswith("ray, version ")
+    # vLLM's Ray executor in an image without Ray fails as vLLM does when `import ray` fails
+    done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "/model", "--tensor-parallel-size",
+                  "2", "--distributed-executor-backend", "ray")  # fmt: skip
+    assert (done.returncode, last_error(done)) == (
+        1,
+        "ValueError: Failed to import Ray: No module named 'ray'.Please install Ray with "
+        "`pip install ray`.",
+    )

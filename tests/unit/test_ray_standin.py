@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_engine_standin import (  # the same docker stand-in harness
-    VLLM_IMAGE,
+    RAY_IMAGE,
     Docker,
     cleaned_up,
     free_port,
@@ -32,19 +32,12 @@ RAY_WAIT_LOADER.exec_module(RAY_WAIT)
 
 
 class RayDocker(Docker):
-    """The docker stand-in with the images' programs in a folder of the test, one GPU per node
-    and the Ray state of the head in the test's own /tmp/ray."""
+    """The docker stand-in with one GPU per node and the Ray state of the head in the test's
+    own /tmp/ray."""
 
     def __init__(self, tmp: Path):
         super().__init__(tmp)
-        image_bin = tmp / "image-bin"
-        image_bin.mkdir()
-        for program, target in (("vllm", "engine.py vllm"), ("ray", "ray.py")):
-            script = image_bin / program
-            script.write_text(f'#!/bin/sh\nexec python3 {STANDINS}/{target} "$@"\n')
-            script.chmod(0o755)
         self.env |= {
-            "SPARK_TWIN_IMAGE_BIN": str(image_bin),
             "SPARK_TWIN_RAY_NODE_GPUS": "1",
             "SPARK_TWIN_RAY_STATE": str(tmp / "ray"),
         }
@@ -57,7 +50,7 @@ class RayDocker(Docker):
             "host",
             "--entrypoint",
             "ray",
-            VLLM_IMAGE,
+            RAY_IMAGE,
             "start",
             *args,
             "--disable-usage-stats",
@@ -151,7 +144,7 @@ def test_a_ray_pair_forms_and_vllm_serves_on_it_through_docker_exec(docker, tmp_
 
 
 def test_what_docker_exec_started_ends_with_its_container(docker, tmp_path):
-    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", VLLM_IMAGE, "300")
+    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", RAY_IMAGE, "300")
     until(lambda: "box Up" in " ".join(docker.names()))
     client = docker.exec("box", "sh", "-c", f"echo $$ > {tmp_path / 'pid'}; exec sleep 300")
     until(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip())
@@ -175,7 +168,7 @@ def test_docker_exec_errors_are_dockers(docker):
         1,
         "Error response from daemon: No such container: nothing-here",
     )
-    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", VLLM_IMAGE, "300")
+    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", RAY_IMAGE, "300")
     until(lambda: "box Up" in " ".join(docker.names()))
     unknown = docker("exec", "box", "no-such-program")
     assert (
@@ -188,7 +181,7 @@ def test_docker_exec_errors_are_dockers(docker):
 
 
 def test_vllm_without_a_ray_cluster_fails_as_ray_init_does(docker):
-    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", VLLM_IMAGE, "300")
+    docker.start("--name", "box", "--network", "host", "--entrypoint", "sleep", RAY_IMAGE, "300")
     until(lambda: "box Up" in " ".join(docker.names()))
     served = docker(
         "exec",

@@ -68,13 +68,18 @@ install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin
 # root and the docker group, as the daemon's socket is. The operator is not in that group.
 chmod 0755 "$here/engine/docker" "$here/engine/engine.py" "$here/engine/ray.py"
 ln -sf "$here/engine/docker" /usr/bin/docker
-# The engine images' own programs, first on their PATH (the docker stand-in's IMAGE_PATH).
-install -d /opt/spark-twin/image/bin
+# The engine images' own programs, one folder each: an image's PATH has the folders of the
+# programs images.json says it has (the docker stand-in's Image.path), so an image without Ray
+# has no `ray`. The release an engine plays is its image's, parsed with that release's flag
+# catalogue, which the harness copies to /opt/spark-twin/catalogues when a twin starts.
+chmod 0755 "$here/engine/nvidia_entrypoint.sh"
 for program in vllm sglang; do
+  install -d "/opt/spark-twin/image/$program"
   printf '#!/bin/sh\nexec /usr/bin/python3 %s %s "$@"\n' "$here/engine/engine.py" "$program" \
-    > "/opt/spark-twin/image/bin/$program"
+    > "/opt/spark-twin/image/$program/$program"
 done
-printf '#!/bin/sh\nexec /usr/bin/python3 %s "$@"\n' "$here/engine/ray.py" > /opt/spark-twin/image/bin/ray
-chmod 0755 /opt/spark-twin/image/bin/*
+install -d /opt/spark-twin/image/ray /opt/spark-twin/catalogues
+printf '#!/bin/sh\nexec /usr/bin/python3 %s "$@"\n' "$here/engine/ray.py" > /opt/spark-twin/image/ray/ray
+chmod 0755 /opt/spark-twin/image/*/*
 groupadd --system docker
 echo 'd /run/spark-twin-docker 2775 root docker -' > /usr/lib/tmpfiles.d/spark-twin-docker.conf

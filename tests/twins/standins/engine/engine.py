@@ -2,16 +2,28 @@
 """A stand-in inference engine (SGLang or vLLM) for the Spark twins. Standard library only.
 
 The docker stand-in (./docker) starts it with a container's command line, as the real image
-would run it:
+would run it, and tells it which release the image holds (SPARK_TWIN_IMAGE_ENGINE and
+SPARK_TWIN_IMAGE_VERSION, from ../images.json) and whether it has Ray (SPARK_TWIN_IMAGE_RAY;
+vLLM's Ray executor fails as `import ray` does without it):
 
-    python3 -m sglang.launch_server --model-path /model [--host 127.0.0.1] [--port 30000]
-        [--served-model-name NAME] [--enable-metrics] [--speculative-algorithm ALGO] ...
-    sglang serve /model ...                                (same options)
-    vllm serve /model [--host 0.0.0.0] [--port 8000] [--served-model-name NAME...]
-        [--speculative-config JSON] ...
+    python3 -m sglang.launch_server --model-path /model ...
+    sglang serve [/model] ...                   (a first positional is --model-path)
+    vllm serve [/model] ...                     (--model moves to the front, as vLLM moves it)
     python3 -m vllm.entrypoints.openai.api_server --model /model ...
+    vllm --version | -v                         sglang version
 
-Other options are accepted and ignored. Like the real engine (SGLang 0.5.23, vLLM 0.33.0) it:
+The options are that release's: argparse itself parses them, built from the release's flag
+catalogue (<engine>-<version>.json in $SPARK_TWIN_CATALOGUES, default
+/opt/spark-twin/catalogues, where the twin harness copies the committed catalogues). So an
+unknown option, an ambiguous prefix (with allow_abbrev), a bad choice or type ends it with
+argparse's usage line, `PROG: error: MESSAGE` and exit code 2, and --help lists the release's
+flags (argparse's help, with the catalogue's types and defaults). The catalogue's `parser`
+section says how the release reads its command line (prog, allow_abbrev, `_` for `-`, dotted
+JSON keys); without it, PARSER_FALLBACK. vLLM's `vllm serve` reports unrecognized arguments
+through its top-level parser (`vllm: error: ...`), as argparse does with subcommands. The
+other engine's `python3 -m` module fails as python does without it.
+
+Like the real engine it:
 
 - reads the model folder (a container path, mapped to the host through the mounts the docker
   stand-in passes in SPARK_TWIN_MOUNTS) and refuses to start without config.json or
@@ -29,6 +41,7 @@ while the model loads and the engine exits 1: a way to replay a real crash.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -45,36 +58,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-VERSIONS = {"sglang": "0.5.23", "vllm": "0.33.0"}
+# The release a container runs is its image's (the docker stand-in sets these from images.json);
+# the engine's options are that release's, from its flag catalogue.
+RELEASE_ENV = ("SPARK_TWIN_IMAGE_ENGINE", "SPARK_TWIN_IMAGE_VERSION")
+CATALOGUES = Path(os.environ.get("SPARK_TWIN_CATALOGUES", "/opt/spark-twin/catalogues"))
+# How each engine reads its command line when a catalogue has no `parser` section:
+# SGLang's server-args parser is a plain argparse.ArgumentParser (sglang/srt/server_args.py,
+# prepare_server_args); vLLM's is FlexibleArgumentParser (vllm/utils/argparse_utils.py), which
+# turns `_` into `-` in option names and merges `--json-arg.key value` into `--json-arg JSON`,
+# and leaves argparse's allow_abbrev as it is (on).
+PARSER_FALLBACK = {
+    "sglang": {"allow_abbrev": True, "underscores": False, "dotted_json": False},
+    "vllm": {"allow_abbrev": True, "underscores": True, "dotted_json": True},
+}
 # How each engine is started: `python3 -m MODULE` or `PROGRAM serve` (which also takes the
 # model as its first positional argument).
 MODULES = {"sglang.launch_server": "sglang", "vllm.entrypoints.openai.api_server": "vllm"}
 PROGRAMS = ("sglang", "vllm")
 DEFAULTS = {"sglang": ("127.0.0.1", 30000), "vllm": ("0.0.0.0", 8000)}
-VLLM_DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-BOOLEAN_FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-metrics"}
-BOOLEAN_PREFIXES = ("--enable-", "--disable-", "--no-")
-# Options taking several values (nargs="+"/"*"), as vLLM 0.33.0's parser declares them.
-MULTI_VALUE_FLAGS = {
-    "vllm": {
-        "--allowed-media-domains",
-        "--api-key",
-        "--collect-detailed-traces",
-        "--cpu-offload-params",
-        "--cudagraph-capture-sizes",
-        "--ignore-patterns",
-        "--kv-cache-dtype-skip-layers",
-        "--logits-processors",
-        "--lora-modules",
-        "--lora-target-modules",
-        "--numa-bind-cpus",
-        "--numa-bind-nodes",
-        "--offload-params",
-        "--served-model-name",
-        "--sleep-preserve-parameter-names",
-    },
-    "sglang": set(),
-}
 TOKEN = "OK"  # the one token every completion returns
 # The engines' main metrics: name, type and help as their collectors declare them, the labels
 # they carry and the count they report (None: 0, as on an idle engine).
@@ -197,46 +198,253 @@ RAY_LOG_EVERY_S = 10
 FAIL_FILE = Path(os.environ.get("SPARK_TWIN_ENGINE_FAIL", "/etc/spark-twin/engine-fail"))
 
 
-def recognize(argv: list[str]) -> tuple[str, list[str], bool] | None:
-    """(engine, its options, whether a positional model is allowed) for an engine command
-    line, None for any other command."""
+@dataclass(frozen=True)
+class Command:
+    """An engine command line: the engine it starts, how (`PROGRAM serve` or
+    `python3 -m MODULE`) and the arguments after that."""
+
+    kind: str
+    args: list[str]
+    program: bool  # `sglang serve` / `vllm serve` (else python3 -m MODULE)
+    module: str = ""
+
+
+def recognize(argv: list[str]) -> Command | None:
+    """The engine command in a container's command line, None for any other command."""
     if not argv:
         return None
     program = os.path.basename(argv[0])
     if program in PROGRAMS and argv[1:2] == ["serve"]:
-        return program, argv[2:], True
+        return Command(program, argv[2:], True)
     if (
         re.fullmatch(r"python(3(\.\d+)?)?", program)
         and argv[1:2] == ["-m"]
         and len(argv) > 2
         and argv[2] in MODULES
     ):
-        return MODULES[argv[2]], argv[3:], False
+        return Command(MODULES[argv[2]], argv[3:], False, argv[2])
     return None
 
 
-def split_options(args: list[str], multi: set[str]) -> tuple[dict[str, list[str]], list[str]]:
-    """Options (name -> values; a switch has none) and the positional arguments left over."""
-    options: dict[str, list[str]] = {}
-    positionals: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if not arg.startswith("--"):
-            positionals.append(arg)
+@dataclass(frozen=True)
+class Release:
+    """The engine release of the container's image, and its flag catalogue."""
+
+    kind: str
+    version: str
+    flags: dict[str, dict[str, Any]]
+    parser: dict[str, Any]
+
+    @classmethod
+    def load(cls, kind: str, version: str, folder: Path = CATALOGUES) -> Release:
+        path = folder / f"{kind}-{version}.json"
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise StandinError(f"no flag catalogue of {kind} {version}: {exc}") from None
+        parser = {**PARSER_FALLBACK[kind], **(document.get("parser") or {})}
+        return cls(kind, version, document["flags"], parser)
+
+
+class StandinError(Exception):
+    """The stand-in itself is not set up to play this container (not an engine error)."""
+
+
+def human_readable_int(value: str) -> int:
+    """An int, or one with a k/m/g/t suffix (decimal) or K/M/G/T (binary), as vLLM's
+    human_readable_int reads it (vllm/utils/argparse_utils.py)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value.strip())
+    if not match:
+        return int(value)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    try:
+        return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Decimals are not allowed with binary suffixes like {suffix}. "
+            f"Did you mean to use {number}{suffix.lower()} instead?"
+        ) from None
+
+
+def value_type(spec: dict[str, Any]):
+    """The argparse `type` of a catalogued flag: argparse names the function in its error
+    (`invalid int value: 'x'`), as it would name the engine's own."""
+    kind = spec["type"]
+    if kind == "int":
+        return human_readable_int if spec.get("human_readable") else int
+    if kind == "float":
+        return float
+    if kind == "json":
+        return json.loads
+    if spec.get("ignore_case") and spec.get("choices"):
+        by_case = {str(choice).lower(): choice for choice in spec["choices"]}
+
+        def case_insensitive(value: str):
+            return by_case.get(value.lower(), value)
+
+        return case_insensitive
+    return str
+
+
+def describe(spec: dict[str, Any]) -> str:
+    """A flag's line of help: the catalogue has types and defaults, not the engine's text."""
+    parts = [spec["type"]]
+    if spec.get("default") not in (None, [], {}):
+        parts.append(f"default: {json.dumps(spec['default'])}")
+    if spec.get("deprecated"):
+        parts.append(
+            "deprecated" + (f", use {spec['replaced_by']}" if spec.get("replaced_by") else "")
+        )
+    return "; ".join(parts).replace("%", "%%")
+
+
+def add_flags(parser: argparse.ArgumentParser, flags: dict[str, dict[str, Any]]) -> None:
+    """Every catalogued flag as an argparse argument: each canonical name with its aliases,
+    a bool as a switch (with its `--no-` form when the catalogue has one)."""
+    aliases: dict[str, list[str]] = {}
+    negatable = set()
+    for name, spec in flags.items():
+        if spec.get("alias_of") in flags:
+            aliases.setdefault(spec["alias_of"], []).append(name)
+        if spec.get("negates") in flags:
+            negatable.add(spec["negates"])
+    for name, spec in flags.items():
+        if spec.get("alias_of") in flags or spec.get("negates") in flags:
             continue
+        names = [name, *aliases.get(name, [])]
+        kwargs: dict[str, Any] = {
+            "dest": name.lstrip("-").replace("-", "_"),
+            "help": describe(spec),
+        }
+        if spec["type"] == "bool":
+            negates = name in negatable
+            kwargs["action"] = argparse.BooleanOptionalAction if negates else "store_true"
+        else:
+            kwargs["type"] = value_type(spec)
+            if spec.get("choices"):
+                kwargs["choices"] = spec["choices"]
+            if spec.get("nargs"):
+                kwargs["nargs"] = spec["nargs"]
+            if spec.get("repeatable"):
+                kwargs["action"] = "append"
+        parser.add_argument(*names, **kwargs)
+
+
+def flexible(args: list[str], underscores: bool, dotted_json: bool) -> list[str]:
+    """vLLM's FlexibleArgumentParser before argparse sees the arguments: `_` is `-` in an
+    option's name (up to its first dot); `--name.key value` and `--name.key=value` are merged
+    into `--name '{"key": value}'` (the value read as JSON when it is, `key+` appending)."""
+    if underscores:
+        renamed = []
+        for arg in args:
+            if arg.startswith("--"):
+                name, eq, value = arg.partition("=")
+                head, dot, tail = name[2:].partition(".")
+                arg = "--" + head.replace("_", "-") + dot + tail + eq + value
+            renamed.append(arg)
+        args = renamed
+    if not dotted_json:
+        return args
+    kept: list[str] = []
+    merged: dict[str, dict[str, Any]] = {}
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
         name, eq, value = arg.partition("=")
-        values = options.setdefault(name, [])
-        if eq:
-            values.append(value)
-        elif name not in BOOLEAN_FLAGS and not name.startswith(BOOLEAN_PREFIXES):
-            while i < len(args) and not args[i].startswith("--"):
-                values.append(args[i])
-                i += 1
-                if name not in multi:
-                    break
-    return options, positionals
+        if not (arg.startswith("-") and "." in name):
+            kept.append(arg)
+            continue
+        if not eq:
+            value = rest.pop(0) if rest else ""
+        flag, *keys = name.split(".")
+        parsed: Any
+        if keys and keys[-1].endswith("+"):
+            keys[-1] = keys[-1][:-1]
+            parsed = value.split(",")
+        else:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                try:
+                    parsed = human_readable_int(value)
+                except (ValueError, argparse.ArgumentTypeError):
+                    parsed = value
+        node = merged.setdefault(flag, {})
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        if isinstance(parsed, list) and isinstance(node.get(keys[-1]), list):
+            node[keys[-1]] += parsed
+        else:
+            node[keys[-1]] = parsed
+    for flag, tree in merged.items():
+        kept += [flag, json.dumps(tree)]
+    return kept
+
+
+def server_parser(release: Release, command: Command) -> tuple[argparse.ArgumentParser, list[str]]:
+    """Argparse as the release builds it for this command line, and the arguments it parses.
+
+    `vllm serve`: vLLM's top-level parser (`vllm`, which reports unrecognized arguments) with
+    the `serve` subcommand, whose first positional argument is the model. `sglang serve`: the
+    model may come first and stands for --model-path. `python3 -m MODULE`: one parser, named
+    as argparse names a script (MODULE's file) unless the catalogue names it.
+    """
+    kind, args = release.kind, list(command.args)
+    named = release.parser.get("prog")
+    abbrev = bool(release.parser["allow_abbrev"])
+    if kind == "vllm" and command.program:
+        top = argparse.ArgumentParser(prog="vllm", allow_abbrev=abbrev)
+        top.add_argument("-v", "--version", action="version", version=release.version)
+        commands = top.add_subparsers(dest="subparser")
+        serve = commands.add_parser(
+            "serve", usage="vllm serve [model_tag] [options]", allow_abbrev=abbrev
+        )
+        if named:
+            serve.prog = named
+        serve.add_argument("model_tag", nargs="?")
+        add_flags(serve, release.flags)
+        return top, ["serve", *vllm_serve_args(serve, args)]
+    if command.program:
+        prog = named or command.kind
+        if args and not args[0].startswith("-"):  # `sglang serve MODEL ...`
+            args = ["--model-path", args[0], *args[1:]]
+    else:
+        prog = named or command.module.rsplit(".", 1)[-1] + ".py"
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=abbrev)
+    add_flags(parser, release.flags)
+    return parser, args
+
+
+def vllm_serve_args(serve: argparse.ArgumentParser, args: list[str]) -> list[str]:
+    """What FlexibleArgumentParser does with `vllm serve` arguments: --model moves to the
+    front as the positional model; --served-model-name without a model there is refused."""
+    for i, arg in enumerate(args):
+        if arg == "--model" or arg.startswith("--model="):
+            if arg == "--model":
+                if i + 1 >= len(args) or args[i + 1].startswith("-"):
+                    serve.error("argument --model: expected one argument")
+                model, rest = args[i + 1], args[i + 2 :]
+            else:
+                model, rest = arg.removeprefix("--model="), args[i + 1 :]
+            args = [model, *args[:i], *rest]
+            break
+    if (
+        args
+        and args[0].startswith("-")
+        and not any(re.match(r"^--config(=.+|$)", arg) for arg in args)
+        and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", arg) for arg in args)
+    ):
+        raise StandinValueError(
+            "`model` should be provided as the first positional argument when using "
+            "`vllm serve`. i.e. `vllm serve <model> --<arg> <value>`."
+        )
+    return args
+
+
+class StandinValueError(ValueError):
+    """An engine's own ValueError before it parses (printed as its traceback's last line)."""
 
 
 def host_path(container_path: str) -> Path:
@@ -253,6 +461,7 @@ def host_path(container_path: str) -> Path:
 @dataclass
 class Engine:
     kind: str
+    version: str
     model: str
     host: str
     port: int
@@ -300,7 +509,7 @@ class Engine:
             )
         else:
             self.log(
-                f"vLLM server version {VERSIONS['vllm']}, serving model {self.model}",
+                f"vLLM server version {self.version}, serving model {self.model}",
                 "startup.py:38",
             )
             given = {
@@ -528,45 +737,41 @@ class Engine:
         return "\n".join(lines) + "\n"
 
 
-def parse(kind: str, args: list[str], positional_ok: bool) -> Engine:
-    options, positionals = split_options(args, MULTI_VALUE_FLAGS[kind])
-
-    def value(*names: str, default=None):
-        for name in names:
-            if options.get(name):
-                return options[name][-1]
-        return default
-
-    model = positionals.pop(0) if positional_ok and positionals else None
-    if positionals:
-        argparse_error(kind, f"unrecognized arguments: {' '.join(positionals)}")
-    if kind == "sglang":
-        model = model or value("--model-path", "--model")
+def parse(release: Release, command: Command) -> Engine:
+    """The engine for a command line, parsed by argparse as the release's parser would parse
+    it: an unknown, ambiguous or invalid option ends the process with argparse's message
+    and exit code 2, `--help` prints the release's options and exits 0."""
+    parser, args = server_parser(release, command)
+    args = flexible(args, release.parser["underscores"], release.parser["dotted_json"])
+    options = vars(parser.parse_args(args))
+    host, port = DEFAULTS[release.kind]
+    if release.kind == "sglang":
+        model = options.get("model_path")
         if model is None:
-            argparse_error(kind, "the following arguments are required: --model-path")
-        served = [value("--served-model-name", default=model)]
-        speculative = "--speculative-algorithm" in options
+            parser.error("the following arguments are required: --model-path")
+        served = [options.get("served_model_name") or model]
+        speculative = options.get("speculative_algorithm") is not None
+        metrics = bool(options.get("enable_metrics"))
+        ray_gpus = 0
     else:
-        model = model or value("--model", default=VLLM_DEFAULT_MODEL)
-        served = options.get("--served-model-name") or [model]
-        speculative = "--speculative-config" in options
-    host, port = DEFAULTS[kind]
-    ray = kind == "vllm" and value("--distributed-executor-backend") == "ray"
+        default_model = release.flags.get("--model", {}).get("default") or "Qwen/Qwen3-0.6B"
+        model = options.get("model_tag") or options.get("model") or default_model
+        served = options.get("served_model_name") or [model]
+        speculative = options.get("speculative_config") is not None
+        metrics = True
+        ray = options.get("distributed_executor_backend") == "ray"
+        ray_gpus = (options.get("tensor_parallel_size") or 1) if ray else 0
     return Engine(
-        kind=kind,
+        kind=release.kind,
+        version=release.version,
         model=model,
-        host=value("--host", default=host),
-        port=int(value("--port", default=port)),
-        served_names=served,
-        metrics=kind == "vllm" or "--enable-metrics" in options,
+        host=options.get("host") or host,
+        port=options.get("port") or port,
+        served_names=list(served),
+        metrics=metrics,
         speculative=speculative,
-        ray_gpus=int(value("--tensor-parallel-size", default="1")) if ray else 0,
+        ray_gpus=ray_gpus,
     )
-
-
-def argparse_error(kind: str, message: str):
-    print(f"{kind}: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -725,6 +930,17 @@ def serve(engine: Engine) -> int:
     if error:
         print("Traceback (most recent call last):", *error, sep="\n", file=sys.stderr, flush=True)
         return 1
+    if engine.ray_gpus and os.environ.get("SPARK_TWIN_IMAGE_RAY") == "0":
+        # vllm/v1/executor/ray_utils.py assert_ray_available(), in an image without Ray
+        print(
+            "Traceback (most recent call last):",
+            "ValueError: Failed to import Ray: No module named 'ray'."
+            "Please install Ray with `pip install ray`.",
+            sep="\n",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
     if engine.ray_gpus and not place_on_ray(engine, stop):
         return 0 if stop.is_set() else 1
     engine.start_loading()
@@ -763,11 +979,41 @@ def serve(engine: Engine) -> int:
 
 
 def main(argv: list[str]) -> int:
-    recognized = recognize(argv)
-    if recognized is None:
+    kind, version = (os.environ.get(name, "") for name in RELEASE_ENV)
+    program = os.path.basename(argv[0]) if argv else ""
+    if program == kind == "vllm" and argv[1:2] in (["--version"], ["-v"]):
+        print(version)  # vLLM's top-level `vllm --version`
+        return 0
+    if program == kind == "sglang" and argv[1:2] == ["version"]:
+        print(f"sglang version: {version}")  # `sglang version` (its git line left out)
+        return 0
+    command = recognize(argv)
+    if command is None:
         print(f"not an engine command: {' '.join(argv)}", file=sys.stderr)
         return 127
-    return serve(parse(*recognized))
+    if command.kind != kind:  # the image has no such engine
+        if command.program:
+            print(f"/bin/sh: 1: {command.kind}: not found", file=sys.stderr)
+            return 127
+        python = argv[0] if "/" in argv[0] else f"/usr/bin/{argv[0]}"  # the images' python
+        print(
+            f"{python}: Error while finding module specification for '{command.module}' "
+            f"(ModuleNotFoundError: No module named '{command.kind}')",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        release = Release.load(kind, version)
+    except StandinError as error:
+        print(f"spark-twin engine stand-in: {error}", file=sys.stderr)
+        return 125
+    try:
+        engine = parse(release, command)
+    except StandinValueError as error:
+        print("Traceback (most recent call last):", f"ValueError: {error}", sep="\n",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return serve(engine)
 
 
 if __name__ == "__main__":
