@@ -19,6 +19,7 @@ HEAD_CONTAINER = "spark-engine-vllm-ray-head"
 PORT = 8000
 HEAD_ADDRESS, WORKER_ADDRESS = (harness.qsfp_plan(n)[0]["address"].split("/")[0] for n in (1, 2))
 SERVER_PROCESS = "[e]ngine.py vllm serve"  # the brackets keep pgrep off its own shell
+RAY_IMAGE = "scitrera/dgx-spark-vllm:0.16.0-t5"
 
 
 def ray_spark(node: int) -> dict:
@@ -27,7 +28,9 @@ def ray_spark(node: int) -> dict:
         "sysfs_root": harness.TWIN_SYSFS,
         "qsfp": harness.qsfp_plan(node),
         "operator_user": "ops",
-        "engine": {"name": "vllm"},
+        # A Ray pair needs an image that ships Ray: scitrera's builds do; vllm/vllm-openai
+        # since v0.18 and NGC since 26.05 do not (GB10 rules vllm-ray-*-in-image).
+        "engine": {"name": "vllm", "image": RAY_IMAGE},
     }
 
 
