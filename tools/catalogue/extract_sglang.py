@@ -180,8 +180,7 @@ class _Reader:
         )
         if from_dataclass:
             layout, fields = self._fields(server_args)
-            for field in fields:
-                self.defaults[field.name] = field.default
+            self.defaults.update({field.name: field.default for field in fields})
             for field in fields:
                 self._field_flag(flags, field)
         elif calls:
@@ -277,6 +276,12 @@ class _Reader:
                 field = self._field(binding.module, statement)
                 if field is not None:
                     fields[field.name] = field
+                elif statement.value is not None:  # a field without a flag: its default
+                    try:
+                        value = field_default(self.source, binding.module, statement.value)
+                    except Unknown:
+                        value = UNKNOWN
+                    self.defaults.setdefault(statement.target.id, value)
         return list(fields.values())
 
     def _field(self, module: str, statement: ast.AnnAssign) -> Field | None:

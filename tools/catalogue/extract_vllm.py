@@ -45,6 +45,9 @@ from tools.catalogue.vllm_types import TypeReader, class_mro, hint_kwargs
 
 ARG_UTILS = "vllm.engine.arg_utils"
 FRONTEND_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.common.cli_args")
+PARSER_MODULES = ("vllm.utils.argparse_utils", "vllm.utils")  # FlexibleArgumentParser
+CLI_MAIN = "vllm.entrypoints.cli.main"
+CLI_SERVE = "vllm.entrypoints.cli.serve"
 
 
 class ExtractionError(Exception):
@@ -90,10 +93,18 @@ class VllmReader:
     # -- entry point -------------------------------------------------------------------
 
     def read(self) -> tuple[dict[str, FlagSpec], list[str]]:
-        frontend = next((m for m in FRONTEND_MODULES if self.source.module(m)), None)
+        # ``vllm serve`` calls the make_arg_parser its cli/serve.py imports (0.29-0.32:
+        # entrypoints/launchers/cli_args.py); older wheels without cli/serve.py: the list.
+        served = self.source.lookup(CLI_SERVE, "make_arg_parser")
+        frontend = (
+            served.module
+            if served is not None and isinstance(served.node, ast.FunctionDef)
+            else next((m for m in FRONTEND_MODULES if self.source.module(m)), None)
+        )
         if self.source.module(ARG_UTILS) is None or frontend is None:
             raise ExtractionError(
-                f"{self.source.path.name}: expected {ARG_UTILS} and one of {FRONTEND_MODULES}"
+                f"{self.source.path.name}: expected {ARG_UTILS} and make_arg_parser imported "
+                f"by {CLI_SERVE} or in one of {FRONTEND_MODULES}"
             )
         make = self.source.lookup(frontend, "make_arg_parser")
         if make is None or not isinstance(make.node, ast.FunctionDef):
@@ -393,10 +404,6 @@ def extract(source: WheelSource) -> tuple[dict[str, FlagSpec], list[str]]:
 
 
 # -- the parser ----------------------------------------------------------------------------
-
-PARSER_MODULES = ("vllm.utils.argparse_utils", "vllm.utils")  # FlexibleArgumentParser
-CLI_MAIN = "vllm.entrypoints.cli.main"
-CLI_SERVE = "vllm.entrypoints.cli.serve"
 
 
 def _file(module: str) -> str:
