@@ -7,7 +7,12 @@ import re
 
 import pytest
 
-from sparkdeploy.knowledge.flags import FLAGS_DIR, available_versions, load_catalogue
+from sparkdeploy.knowledge.flags import (
+    FLAGS_DIR,
+    available_versions,
+    load_catalogue,
+    version_key,
+)
 from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue import build as catalogue
 from tools.catalogue import extract_sglang, extract_vllm
@@ -71,8 +76,7 @@ def test_sglang_layout_is_chosen_by_what_the_wheel_contains(tmp_path, sglang_fie
     old = make_wheel(tmp_path, "sglang-1.0.0-py3-none-any.whl", SGLANG_FILES)
     annotated = make_wheel(tmp_path, "sglang-1.0.1-py3-none-any.whl", SGLANG_ANNOTATED_FILES)
     layouts = [
-        extract_sglang.extract_with_layout(WheelSource(wheel))[2]
-        for wheel in (old, annotated)
+        extract_sglang.extract_with_layout(WheelSource(wheel))[2] for wheel in (old, annotated)
     ] + [extract_sglang.extract_with_layout(sglang_fields_wheel)[2]]
     assert layouts == ["add_argument", "annotated-fields", "arg-groups-fields"]
 
@@ -297,10 +301,10 @@ def test_cli_reports_a_layout_it_cannot_read(tmp_path, capsys):
 COMMITTED = [
     (engine, version) for engine in ("sglang", "vllm") for version in available_versions(engine)
 ]
-KNOWN = {
+KNOWN = {  # in every catalogued release; flags that come or go: the edge tests below
     "sglang": [
         "--model-path", "--tokenizer-path", "--host", "--port", "--attention-backend",
-        "--moe-runner-backend", "--mem-fraction-static", "--context-length", "--cuda-graph-max-bs",
+        "--moe-runner-backend", "--mem-fraction-static", "--context-length",
         "--max-running-requests", "--speculative-algorithm", "--speculative-eagle-topk",
         "--speculative-num-steps", "--speculative-num-draft-tokens", "--nnodes", "--node-rank",
         "--dist-init-addr", "--tp-size", "--kv-cache-dtype", "--served-model-name",
@@ -311,15 +315,33 @@ KNOWN = {
         "--port", "--served-model-name", "--kv-cache-dtype", "--max-num-seqs",
         "--no-enable-prefix-caching", "--no-enable-flashinfer-autotune", "--cudagraph-capture-sizes",
         "--max-cudagraph-capture-size", "--tool-call-parser", "--enable-auto-tool-choice",
-        "--reasoning-parser", "--max-num-batched-tokens", "--moe-backend", "--headless",
+        "--reasoning-parser", "--max-num-batched-tokens", "--headless", "-tp", "-pp",
     ],
 }  # fmt: skip
 
 
 SGLANG_RELEASES = [
-    "0.5.4.post3", "0.5.5.post3", "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10",
-    "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13.post1", "0.5.14",
-    "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22",
+    "0.5.4.post3",
+    "0.5.5.post3",
+    "0.5.6.post2",
+    "0.5.7",
+    "0.5.8.post1",
+    "0.5.9",
+    "0.5.10",
+    "0.5.10.post1",
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15.post1",
+    "0.5.16",
+    "0.5.17",
+    "0.5.18",
+    "0.5.19",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
     "0.5.23",
 ]
 VLLM_RELEASES = [
@@ -351,8 +373,17 @@ def test_committed_catalogue_records_its_wheel_and_known_flags(engine, version):
     assert document["source"]["wheel"].startswith(f"{engine}-{version}-")
     assert re.fullmatch(r"[0-9a-f]{64}", document["source"]["sha256"])
     assert "unresolved" not in document
-    assert set(document["parser"]) == {"prog", "allow_abbrev", "underscores", "dotted_json", "source"}
-    assert document["parser"]["prog"] == {"sglang": "sglang serve", "vllm": "vllm serve"}[engine]
+    assert set(document["parser"]) == {
+        "prog",
+        "allow_abbrev",
+        "underscores",
+        "dotted_json",
+        "source",
+    }
+    # SGLang set prog="sglang serve" from 0.5.10; before, argparse shows the script name
+    old_sglang = engine == "sglang" and version_key(version) < (0, 5, 10)
+    prog = None if old_sglang else {"sglang": "sglang serve", "vllm": "vllm serve"}[engine]
+    assert document["parser"]["prog"] == prog
     assert document["env"] == sorted(set(document["env"])) and len(document["env"]) > 100
     assert document["layout"]
     flags = load_catalogue(engine, version).flags
@@ -398,6 +429,15 @@ def test_sglang_cuda_graph_flags_at_the_edges():
     # --disable-cuda-graph stays, deprecated, as the only spelling of a no_cli field
     disable = load_catalogue("sglang", "0.5.23").flags["--disable-cuda-graph"]
     assert disable.deprecated and "disabled" in (disable.replaced_by or "")
+
+
+def test_vllm_moe_backend_flag_since_0_17():
+    assert _first_and_last("vllm", lambda d: "--moe-backend" in d["flags"]) == ("0.17.1", "0.33.0")
+
+
+def test_vllm_attention_backend_environment_variable_is_not_read():
+    """VLLM_ATTENTION_BACKEND is in no catalogued release's envs.py (use --attention-backend)."""
+    assert _first_and_last("vllm", lambda d: "VLLM_ATTENTION_BACKEND" in d["env"]) == (None, None)
 
 
 def test_sglang_spec_v2_environment_variable_at_the_edges():

@@ -69,10 +69,18 @@ def test_release_tags_and_digests_give_the_version():
     assert EngineSettings(name="vllm", image=digest, version="0.33.0").version == "0.33.0"
 
 
+SGLANG_CATALOGUED = [  # sparkdeploy/knowledge/catalogues/sglang-*.json
+    "0.5.4.post3", "0.5.5.post3", "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10",
+    "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13.post1", "0.5.14",
+    "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22",
+    "0.5.23",
+]  # fmt: skip
+
+
 def test_an_image_of_unknown_release_needs_a_version():
     found = errors(name="sglang", image="lmsysorg/sglang:nightly-dev-cu13-20990101-abc")
     assert found["version"].startswith("cannot tell the sglang release of image")
-    assert found["version"].endswith("catalogued releases: 0.5.10, 0.5.12")
+    assert found["version"].endswith("catalogued releases: " + ", ".join(SGLANG_CATALOGUED))
     pinned = EngineSettings(
         name="sglang", image="lmsysorg/sglang:nightly-dev-cu13-20990101-abc", version="0.5.12"
     )
