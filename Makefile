@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo bench lint test unit status
+.PHONY: setup docker twins-up twins-down demo bench lint test unit status catalogues
 
 setup: $(STAMP)
 
@@ -42,3 +42,12 @@ unit: setup
 # Read-only status table of the Sparks in $SPARK_INVENTORY (default inventory/sparks.yml).
 status: setup
 	$(VENV)/bin/pyinfra -y inventory.py status.py
+
+# Flag catalogues of engine releases, read from their PyPI wheels (docs/engines.md):
+#   make catalogues ENGINE=sglang VERSIONS="0.5.23 0.5.22" [WHEEL_DIR=dir] [DISCARD_WHEELS=1]
+WHEEL_DIR ?= .cache/engine-wheels
+catalogues: setup
+	@test -n "$(ENGINE)" -a -n "$(VERSIONS)" || { \
+		echo 'usage: make catalogues ENGINE=sglang|vllm VERSIONS="0.5.23 0.5.22" [WHEEL_DIR=dir] [DISCARD_WHEELS=1]'; \
+		exit 2; }
+	$(PY) -m tools.catalogue $(ENGINE) $(VERSIONS) --wheel-dir $(WHEEL_DIR) $(if $(DISCARD_WHEELS),--discard-wheels)

@@ -58,14 +58,14 @@ class Parser:
     dotted_json: bool  # `--speculative-config.method X` sets one key of a JSON flag
 
 
-# For catalogues built before the extractor recorded the parser: what the engines' sources
-# say. SGLang builds a plain argparse.ArgumentParser (allow_abbrev defaults to True) in
-# sglang/srt/server_args.py prepare_server_args; vLLM's FlexibleArgumentParser
-# (vllm/utils/argparse_utils.py) turns `_` into `-`, expands dotted keys into JSON and
-# turns abbreviations off.
+# For a catalogue without a `parser` section (every committed one has it): what the engines'
+# sources say. SGLang builds a plain argparse.ArgumentParser (allow_abbrev defaults to True)
+# in sglang/srt/server_args.py prepare_server_args; vLLM's FlexibleArgumentParser
+# (vllm/utils/argparse_utils.py) turns `_` into `-`, expands dotted keys into JSON and keeps
+# argparse's abbreviations.
 PARSER_FALLBACK = {
     "sglang": Parser("sglang serve", allow_abbrev=True, underscores=False, dotted_json=False),
-    "vllm": Parser("vllm serve", allow_abbrev=False, underscores=True, dotted_json=True),
+    "vllm": Parser("vllm serve", allow_abbrev=True, underscores=True, dotted_json=True),
 }
 
 

@@ -21,6 +21,7 @@ DEEPSEEK = ModelClass.from_config(cfg.DEEPSEEK_V3)
 GPT_OSS = ModelClass.from_config(cfg.GPT_OSS)
 SGLANG_12 = {"image": "lmsysorg/sglang:v0.5.12", "version": "0.5.12"}
 QWEN_FP8 = ModelClass(architectures=("Qwen3MoeForCausalLM",), moe=True, quantization="fp8")
+DFLASH = {"--speculative-config": {"method": "dflash", "num_speculative_tokens": 15}}
 RAY_PAIR = {"--distributed-executor-backend": "ray", "--tensor-parallel-size": 2}
 
 # rule id -> (engine, settings fields, extra args over the profile, env over the profile,
@@ -41,6 +42,7 @@ EXAMPLES = {
     "vllm-gpu-memory-utilization": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": 0.95}, {}, "--gpu-memory-utilization 0.95", MISTRAL),
     "vllm-ray-missing-in-image": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
     "vllm-ray-maybe-missing-in-image": ("vllm", {}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
+    "vllm-dflash-max-num-seqs": ("vllm", {"image": "vllm/vllm-openai:v0.25.1", "version": "0.25.1"}, DFLASH, {}, "--speculative-config.method dflash", QWEN),
     "vllm-cutlass-fp8-published-build": ("vllm", {}, {}, {}, "VLLM_DISABLED_KERNELS unset", QWEN_FP8),
     "vllm-gpu-memory-utilization-high": ("vllm", {}, {"--gpu-memory-utilization": 0.9}, {}, "--gpu-memory-utilization 0.9", MISTRAL),
     "sglang-cuda-graph-max-bs": ("sglang", {}, {"--cuda-graph-max-bs": 64}, {}, "--cuda-graph-max-bs 64", MISTRAL),
@@ -182,6 +184,12 @@ EDGES = [
     ("vllm-ray-missing-in-image", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, RAY_PAIR, {}, MISTRAL, "error"),
     ("vllm-ray-missing-in-image", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--distributed-executor-backend": "ray"}, {}, MISTRAL, None),
     ("vllm-ray-maybe-missing-in-image", "vllm", {"image": "scitrera/dgx-spark-vllm:0.17.1-t5"}, RAY_PAIR, {}, MISTRAL, None),
+    # DFlash needs a small --max-num-seqs: seen on vLLM 0.25
+    ("vllm-dflash-max-num-seqs", "vllm", {"image": "vllm/vllm-openai:v0.25.1", "version": "0.25.1"}, {**DFLASH, "--max-num-seqs": 4}, {}, QWEN, None),
+    ("vllm-dflash-max-num-seqs", "vllm", {"image": "vllm/vllm-openai:v0.25.1", "version": "0.25.1"}, {**DFLASH, "--max-num-seqs": 64}, {}, QWEN, "error"),
+    ("vllm-dflash-max-num-seqs", "vllm", {"image": "vllm/vllm-openai:v0.26.0", "version": "0.26.0"}, DFLASH, {}, QWEN, "warning"),
+    ("vllm-dflash-max-num-seqs", "vllm", {}, {"--speculative-config.method": "dflash"}, {}, QWEN, "warning"),
+    ("vllm-dflash-max-num-seqs", "vllm", {}, {"--speculative-config": {"method": "mtp"}}, {}, QWEN, None),
     # CUTLASS FP8 on published vLLM builds: FP8 checkpoints only, unless the kernel is disabled
     ("vllm-cutlass-fp8-published-build", "vllm", {}, {}, {}, QWEN, None),
     ("vllm-cutlass-fp8-published-build", "vllm", {}, {}, {"VLLM_DISABLED_KERNELS": "CutlassFp8BlockScaledMMKernel"}, QWEN_FP8, None),

@@ -428,10 +428,8 @@ def last_error(done: subprocess.CompletedProcess) -> str:
 def test_an_unknown_flag_is_refused_with_argparses_message(docker):
     done = docker("run", "--rm", *docker.mount(), *SGLANG, "--max-model-len", "4096")
     assert done.returncode == 2
-    assert done.stdout.startswith("usage: launch_server.py [-h] ")  # SGLang 0.5.10 names no prog
-    assert (
-        last_error(done) == "launch_server.py: error: unrecognized arguments: --max-model-len 4096"
-    )
+    assert done.stdout.startswith("usage: sglang serve [-h] ")  # SGLang 0.5.10: prog "sglang serve"
+    assert last_error(done) == "sglang serve: error: unrecognized arguments: --max-model-len 4096"
     done = docker("run", "--rm", *docker.mount(), VLLM_IMAGE, "/model", "--context-length", "4096")
     assert done.returncode == 2
     assert last_error(done) == "vllm: error: unrecognized arguments: --context-length 4096"
@@ -463,7 +461,7 @@ def test_sglang_0_5_10_has_its_own_ambiguous_prefix():
                   "--model-path", "/model", "--cuda-graph", "8")  # fmt: skip
     assert (done.returncode, last_error(done)) == (
         2,
-        "launch_server.py: error: ambiguous option: --cuda-graph could match --cuda-graph-bs, "
+        "sglang serve: error: ambiguous option: --cuda-graph could match --cuda-graph-bs, "
         "--cuda-graph-max-bs",
     )
 
@@ -475,20 +473,20 @@ def test_sglang_0_5_10_has_its_own_ambiguous_prefix():
             "sglang",
             "0.5.10",
             ["--speculative-algorithm", "MTP"],
-            "launch_server.py: error: argument --speculative-algorithm: invalid choice: 'MTP' "
+            "sglang serve: error: argument --speculative-algorithm: invalid choice: 'MTP' "
             "(choose from 'EAGLE', 'EAGLE3', 'NEXTN', 'STANDALONE', 'NGRAM')",
         ),
         (
             "sglang",
             "0.5.10",
             ["--port", "3e4"],
-            "launch_server.py: error: argument --port: invalid int value: '3e4'",
+            "sglang serve: error: argument --port: invalid int value: '3e4'",
         ),  # fmt: skip
         (
             "sglang",
             "0.5.10",
             ["--mem_fraction_static", "0.5"],
-            "launch_server.py: error: unrecognized arguments: --mem_fraction_static 0.5",
+            "sglang serve: error: unrecognized arguments: --mem_fraction_static 0.5",
         ),  # fmt: skip
         (
             "vllm",
@@ -537,7 +535,7 @@ def test_help_and_version_are_the_releases(docker):
     older = engine("sglang", "0.5.10", "python3", "-m", "sglang.launch_server", "--help")
     newer = engine("sglang", "0.5.12", "python3", "-m", "sglang.launch_server", "--help")
     assert older.returncode == newer.returncode == 0
-    assert older.stdout.startswith("usage: launch_server.py [-h]")
+    assert older.stdout.startswith("usage: sglang serve [-h]")
     assert "--enable-double-sparsity" in older.stdout and "--enable-http2" not in older.stdout
     assert "--enable-http2" in newer.stdout and "--enable-double-sparsity" not in newer.stdout
     helped = docker("run", "--rm", VLLM_IMAGE, "--help")

@@ -1,4 +1,4 @@
-"""python -m tools.catalogue ENGINE VERSION: build one flag catalogue (see build.py)."""
+"""python -m tools.catalogue ENGINE VERSION [VERSION ...]: build flag catalogues (build.py)."""
 
 from tools.catalogue.build import main
 

@@ -33,18 +33,18 @@ TYPE_NAMES: dict[str, tuple[str, bool]] = {
     "loads": ("json", False),  # json.loads
     "json_list_type": ("json", False),
     "union_dict_and_str": ("json", False),
+    "parse_cuda_graph_config_arg": ("json", False),  # SGLang 0.5.14+: json.loads of a dict
     "human_readable_int": ("int", True),
     "human_readable_int_or_auto": ("int", True),
 }
-VALUELESS_ACTIONS = (
-    "store_true",
-    "store_false",
-    "store_const",
-    "count",
-    "DeprecatedAction",
-    "DeprecatedStoreTrueAction",
-)
-DEPRECATED_ACTIONS = ("DeprecatedAction", "DeprecatedStoreTrueAction")
+VALUELESS_ACTIONS = ("store_true", "store_false", "store_const", "count")
+# SGLang's own actions (sglang/srt/arg_groups/argparse_actions.py, earlier server_args.py)
+# whose ``__init__`` defaults to ``nargs=0``: no value unless the call passes another nargs
+# (0.5.23 ``--monokernel-backend``: DeprecatedStoreConstAction with ``nargs=None``).
+NARGS_ZERO_ACTIONS = ("DeprecatedAction", "DeprecatedStoreTrueAction", "DeprecatedStoreConstAction")
+# Every SGLang action named Deprecated* warns that the flag is deprecated; ``new_flag=``
+# names the replacement (DeprecatedAliasStoreAction keeps the value for the new flag).
+DEPRECATED_ACTION_PREFIX = "Deprecated"
 
 
 def type_of(expr: ast.expr) -> tuple[str, bool]:
@@ -97,14 +97,15 @@ def to_spec(kwargs: Kwargs) -> tuple[FlagSpec, bool]:
     nargs = kwargs.get("nargs")
     default = kwargs.get("default")
     default = None if default is UNKNOWN else json_safe(default)
-    deprecated = bool(kwargs.get("deprecated")) or action in DEPRECATED_ACTIONS
+    deprecated = bool(kwargs.get("deprecated")) or str(action).startswith(DEPRECATED_ACTION_PREFIX)
     common: dict[str, Any] = {
         "deprecated": deprecated,
         "replaced_by": kwargs.get("new_flag") if isinstance(kwargs.get("new_flag"), str) else None,
     }
     if action == "BooleanOptionalAction":
         return FlagSpec(type="bool", default=default, **common), True
-    if action in VALUELESS_ACTIONS or nargs == 0:
+    nargs_zero = action in NARGS_ZERO_ACTIONS and kwargs.get("nargs", 0) == 0
+    if action in VALUELESS_ACTIONS or nargs == 0 or nargs_zero:
         if action == "store_false":
             default = True
         return FlagSpec(

@@ -1,18 +1,30 @@
 """
-Build a flag catalogue from an engine's published wheel.
+Build flag catalogues from engines' published wheels.
 
-    python -m tools.catalogue sglang 0.5.10
-    python -m tools.catalogue vllm 0.33.0 [--wheel-dir DIR] [--out DIR]
+    python -m tools.catalogue sglang 0.5.23 0.5.22 0.5.10.post1
+    python -m tools.catalogue vllm 0.33.0 [--wheel-dir DIR] [--out DIR] [--discard-wheels]
 
-The wheel is fetched once from PyPI with ``pip download --no-deps`` into ``--wheel-dir``
-(default ``.cache/engine-wheels``, ignored by git; the vLLM wheel is a few hundred MB),
-opened with ``zipfile`` and read with ``ast``: the engine is neither installed nor
-imported. The result is written as JSON to
-``sparkdeploy/knowledge/catalogues/<engine>-<version>.json``
-and committed, so the deploy and its tests never need the network:
+Each wheel is fetched once from PyPI with ``pip download --no-deps`` into ``--wheel-dir``
+(default ``.cache/engine-wheels``, ignored by git; a vLLM wheel is 400-500 MB, and
+``--discard-wheels`` deletes the ones this run downloaded once their catalogue is
+written), opened with ``zipfile`` and read with ``ast``: the engine is neither installed
+nor imported. The result is written as JSON to
+``sparkdeploy/knowledge/catalogues/<engine>-<version>.json`` (the version exactly as PyPI
+names it, ``0.5.10.post1``) and committed, so the deploy and its tests never need the
+network:
 
     {"engine": ..., "version": ..., "source": {"wheel": ..., "sha256": ...},
+     "layout": how the release declares its flags (extract_sglang / extract_vllm),
+     "parser": {"prog": ..., "allow_abbrev": ..., "underscores": ..., "dotted_json": ...,
+                "source": "<file> <function>"},
+     "env": [environment variable names the release reads (environment.py)],
      "flags": {"--name": {"type": ..., "choices": [...], "default": ...}, ...}}
+
+``parser`` says how the engine reads a command line: ``allow_abbrev`` (argparse accepts a
+unique prefix of a long option, so a flag removed in this release may still parse as a
+prefix of a longer one), ``underscores`` (``--foo_bar`` is read as ``--foo-bar``) and
+``dotted_json`` (``--json-flag.key value`` sets one key of a JSON flag). Each extractor
+says where it reads them.
 """
 
 from __future__ import annotations
@@ -22,20 +34,44 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sparkdeploy.knowledge.flags import FLAGS_DIR
 from sparkdeploy.knowledge.spec import FlagSpec
 from tools.catalogue import extract_sglang, extract_vllm
+from tools.catalogue.environment import EnvironmentNotFound
 from tools.catalogue.pysource import WheelSource
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_WHEEL_DIR = ROOT / ".cache" / "engine-wheels"
+VLLM_LAYOUT = "make_arg_parser"  # vLLM: one layout, see extract_vllm
 
-EXTRACTORS: dict[str, Callable[[WheelSource], tuple[dict[str, FlagSpec], list[str]]]] = {
-    "sglang": extract_sglang.extract,
-    "vllm": extract_vllm.extract,
+
+@dataclass(frozen=True)
+class Engine:
+    """What is read from one engine's wheel, and by which functions."""
+
+    flags: Callable[[WheelSource], tuple[dict[str, FlagSpec], list[str], str]]
+    parser: Callable[[WheelSource], dict[str, Any]]
+    env: Callable[[WheelSource], list[str]]
+
+
+def _vllm_flags(source: WheelSource) -> tuple[dict[str, FlagSpec], list[str], str]:
+    flags, unresolved = extract_vllm.extract(source)
+    return flags, unresolved, VLLM_LAYOUT
+
+
+EXTRACTORS: dict[str, Engine] = {
+    "sglang": Engine(
+        extract_sglang.extract_with_layout,
+        extract_sglang.parser_facts,
+        extract_sglang.environment,
+    ),
+    "vllm": Engine(_vllm_flags, extract_vllm.parser_facts, extract_vllm.environment),
 }
+ERRORS = (extract_sglang.ExtractionError, extract_vllm.ExtractionError, EnvironmentNotFound)
 
 
 class CatalogueError(Exception):
@@ -71,11 +107,15 @@ def download_wheel(engine: str, version: str, wheel_dir: Path) -> Path:
 def build(engine: str, version: str, wheel: Path) -> dict:
     """The catalogue document for one wheel."""
     source = WheelSource(wheel)
-    flags, unresolved = EXTRACTORS[engine](source)
+    extractor = EXTRACTORS[engine]
+    flags, unresolved, layout = extractor.flags(source)
     document = {
         "engine": engine,
         "version": version,
         "source": {"wheel": wheel.name, "sha256": source.sha256},
+        "layout": layout,
+        "parser": extractor.parser(source),
+        "env": sorted(extractor.env(source)),
         "flags": {name: flags[name].to_json() for name in sorted(flags)},
     }
     if unresolved:
@@ -94,30 +134,52 @@ def write(document: dict, flags_dir: Path = FLAGS_DIR) -> Path:
     return path
 
 
+def refresh(
+    engine: str, version: str, wheel_dir: Path, out: Path, discard_wheel: bool = False
+) -> Path:
+    """Download (once), read and write the catalogue of one release; its path."""
+    had_wheel = find_wheel(engine, version, wheel_dir) is not None
+    wheel = download_wheel(engine, version, wheel_dir)
+    document = build(engine, version, wheel)
+    path = write(document, out)
+    if discard_wheel and not had_wheel:
+        wheel.unlink()
+    flags = document["flags"]
+    canonical = sum(
+        1 for spec in flags.values() if not spec.get("alias_of") and not spec.get("negates")
+    )
+    print(
+        f"{path}: {len(flags)} flag spellings ({canonical} canonical), "
+        f"layout {document['layout']}, {len(document['env'])} environment variables, "
+        f"from {wheel.name}"
+    )
+    for item in document.get("unresolved", []):
+        print(f"  unresolved: {item}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.catalogue", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("engine", choices=sorted(EXTRACTORS))
-    parser.add_argument("version", help="the PyPI release, e.g. 0.5.10")
+    parser.add_argument("versions", nargs="+", metavar="VERSION", help="PyPI releases, e.g. 0.5.10")
     parser.add_argument("--wheel-dir", type=Path, default=DEFAULT_WHEEL_DIR)
     parser.add_argument("--out", type=Path, default=FLAGS_DIR, help="folder for the JSON")
-    args = parser.parse_args(argv)
-    try:
-        wheel = download_wheel(args.engine, args.version, args.wheel_dir)
-        document = build(args.engine, args.version, wheel)
-    except (CatalogueError, extract_sglang.ExtractionError, extract_vllm.ExtractionError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    path = write(document, args.out)
-    flags = document["flags"]
-    canonical = sum(
-        1 for spec in flags.values() if not spec.get("alias_of") and not spec.get("negates")
+    parser.add_argument(
+        "--discard-wheels",
+        action="store_true",
+        help="delete each wheel this run downloaded once its catalogue is written",
     )
-    print(f"{path}: {len(flags)} flag spellings ({canonical} canonical) from {wheel.name}")
-    for item in document.get("unresolved", []):
-        print(f"  unresolved: {item}")
-    return 0
+    args = parser.parse_args(argv)
+    failed = 0
+    for version in args.versions:
+        try:
+            refresh(args.engine, version, args.wheel_dir, args.out, args.discard_wheels)
+        except (CatalogueError, *ERRORS) as error:
+            print(f"error: {args.engine} {version}: {error}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

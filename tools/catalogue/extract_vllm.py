@@ -33,6 +33,7 @@ from tools.catalogue.argparse_ast import (
     option_strings,
     record,
 )
+from tools.catalogue.environment import vllm_environment
 from tools.catalogue.pysource import (
     Binding,
     Unknown,
@@ -44,6 +45,9 @@ from tools.catalogue.vllm_types import TypeReader, class_mro, hint_kwargs
 
 ARG_UTILS = "vllm.engine.arg_utils"
 FRONTEND_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.common.cli_args")
+PARSER_MODULES = ("vllm.utils.argparse_utils", "vllm.utils")  # FlexibleArgumentParser
+CLI_MAIN = "vllm.entrypoints.cli.main"
+CLI_SERVE = "vllm.entrypoints.cli.serve"
 
 
 class ExtractionError(Exception):
@@ -89,10 +93,18 @@ class VllmReader:
     # -- entry point -------------------------------------------------------------------
 
     def read(self) -> tuple[dict[str, FlagSpec], list[str]]:
-        frontend = next((m for m in FRONTEND_MODULES if self.source.module(m)), None)
+        # ``vllm serve`` calls the make_arg_parser its cli/serve.py imports (0.29-0.32:
+        # entrypoints/launchers/cli_args.py); older wheels without cli/serve.py: the list.
+        served = self.source.lookup(CLI_SERVE, "make_arg_parser")
+        frontend = (
+            served.module
+            if served is not None and isinstance(served.node, ast.FunctionDef)
+            else next((m for m in FRONTEND_MODULES if self.source.module(m)), None)
+        )
         if self.source.module(ARG_UTILS) is None or frontend is None:
             raise ExtractionError(
-                f"{self.source.path.name}: expected {ARG_UTILS} and one of {FRONTEND_MODULES}"
+                f"{self.source.path.name}: expected {ARG_UTILS} and make_arg_parser imported "
+                f"by {CLI_SERVE} or in one of {FRONTEND_MODULES}"
             )
         make = self.source.lookup(frontend, "make_arg_parser")
         if make is None or not isinstance(make.node, ast.FunctionDef):
@@ -389,3 +401,132 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
 def extract(source: WheelSource) -> tuple[dict[str, FlagSpec], list[str]]:
     """Every flag ``vllm serve`` accepts in this wheel, and what could not be resolved."""
     return VllmReader(source).read()
+
+
+# -- the parser ----------------------------------------------------------------------------
+
+
+def _file(module: str) -> str:
+    return module.replace(".", "/") + ".py"
+
+
+def parser_facts(source: WheelSource) -> dict[str, Any]:
+    """
+    How ``vllm serve`` parses its command line. ``vllm`` (the console script, from the
+    wheel's ``entry_points.txt``) builds a ``FlexibleArgumentParser`` in
+    ``entrypoints/cli/main.py`` ``main`` and ``ServeSubcommand.subparser_init``
+    (``entrypoints/cli/serve.py``) adds ``serve`` as a subparser of the same class;
+    ``main`` calls ``parse_args`` on the top parser, whose ``FlexibleArgumentParser.parse_args``
+    rewrites the arguments before argparse sees them:
+
+    - ``underscores``: it replaces ``_`` by ``-`` in every ``--name`` (up to the first
+      ``.``): a ``.replace("_", "-")`` call in ``parse_args``;
+    - ``dotted_json``: ``--json-flag.key value`` becomes ``--json-flag '{"key": value}'``:
+      ``parse_args`` splits names on ``"."`` and ``json.loads`` the values;
+    - ``allow_abbrev``: the ``allow_abbrev`` keyword (or ``kwargs["allow_abbrev"]``) in
+      the class, the top parser's construction or ``subparser_init``; argparse's default
+      (True: unique prefixes of long options are accepted) when none sets it.
+    """
+    parser_cls = next(
+        (found for m in PARSER_MODULES if (found := source.class_def(m, "FlexibleArgumentParser"))),
+        None,
+    )
+    if parser_cls is None:
+        raise ExtractionError(f"{source.path.name}: no FlexibleArgumentParser in {PARSER_MODULES}")
+    parse_args = _method(parser_cls.node, "parse_args")  # type: ignore[arg-type]  # class_def: a ClassDef
+    if parse_args is None:
+        raise ExtractionError(
+            f"{_file(parser_cls.module)}: FlexibleArgumentParser.parse_args missing"
+        )
+    calls = [node for node in ast.walk(parse_args) if isinstance(node, ast.Call)]
+    underscores = any(
+        call_name(c.func) == "replace"
+        and [ast.unparse(a) for a in c.args] in (["'_'", "'-'"], ['"_"', '"-"'])
+        for c in calls
+    )
+    dotted = any(
+        call_name(c.func) == "split" and [ast.unparse(a) for a in c.args] in (["'.'"], ['"."'])
+        for c in calls
+    ) and any(call_name(c.func) == "loads" for c in calls)
+    places: list[tuple[str, ast.AST]] = [(parser_cls.module, parser_cls.node)]
+    main = source.lookup(CLI_MAIN, "main")
+    serve = source.class_def(CLI_SERVE, "ServeSubcommand")
+    if main is None or serve is None:
+        raise ExtractionError(
+            f"{source.path.name}: expected {_file(CLI_MAIN)} main and "
+            f"{_file(CLI_SERVE)} ServeSubcommand"
+        )
+    places += [(CLI_MAIN, main.node), (CLI_SERVE, serve.node)]
+    allow_abbrev = True
+    for module, node in places:
+        for item in ast.walk(node):
+            value = _allow_abbrev_setting(item)
+            if value is None:
+                continue
+            try:
+                allow_abbrev = bool(source.literal(module, value))
+            except Unknown as error:
+                raise ExtractionError(
+                    f"{_file(module)}:{getattr(item, 'lineno', '?')}: allow_abbrev is set "
+                    "to a value that is not a literal"
+                ) from error
+    command = _console_script(source)
+    name_expr = next(
+        (
+            s.value
+            for s in serve.node.body  # type: ignore[attr-defined]  # class_def: a ClassDef
+            if isinstance(s, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "name" for t in s.targets)
+        ),
+        None,
+    )
+    subcommand = source.literal(CLI_SERVE, name_expr) if name_expr is not None else "serve"
+    return {
+        "prog": f"{command} {subcommand}",
+        "allow_abbrev": allow_abbrev,
+        "underscores": underscores,
+        "dotted_json": dotted,
+        "source": (
+            f"{_file(parser_cls.module)} FlexibleArgumentParser.parse_args (line "
+            f"{parse_args.lineno}); {_file(CLI_SERVE)} ServeSubcommand.subparser_init"
+        ),
+    }
+
+
+def _allow_abbrev_setting(node: ast.AST) -> ast.expr | None:
+    """The value an ``allow_abbrev=`` keyword or ``kwargs["allow_abbrev"]`` gives, if any."""
+    if isinstance(node, ast.keyword) and node.arg == "allow_abbrev":
+        return node.value
+    if (
+        isinstance(node, ast.Call)
+        and call_name(node.func) == "setdefault"
+        and len(node.args) == 2
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == "allow_abbrev"
+    ):
+        return node.args[1]
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and target.slice.value == "allow_abbrev"
+            ):
+                return node.value
+    return None
+
+
+def _console_script(source: WheelSource) -> str:
+    """The console script that runs ``vllm.entrypoints.cli.main:main`` (``vllm``)."""
+    for path in source.files("vllm-"):
+        if path.endswith(".dist-info/entry_points.txt"):
+            for line in source.text(path).splitlines():
+                name, _, target = (part.strip() for part in line.partition("="))
+                if target == f"{CLI_MAIN}:main":
+                    return name
+    raise ExtractionError(f"{source.path.name}: no console script runs {CLI_MAIN}:main")
+
+
+def environment(source: WheelSource) -> list[str]:
+    """Environment variables the release reads (see ``environment.vllm_environment``)."""
+    return vllm_environment(source)

@@ -83,6 +83,19 @@ class WheelSource:
     def files(self, prefix: str) -> list[str]:
         return sorted(name for name in self._files if name.startswith(prefix))
 
+    def class_def(self, module_name: str, name: str) -> Binding | None:
+        """
+        The top-level ``class name`` statement of a module, even when a later statement
+        rebinds the name (SGLang 0.5.20+: ``ServerArgs = msgspec.defstruct(...)``).
+        """
+        module = self.module(module_name)
+        if module is None:
+            return None
+        for statement in _top_level(module.tree.body):
+            if isinstance(statement, ast.ClassDef) and statement.name == name:
+                return Binding(module_name, statement)
+        return None
+
     def text(self, path: str) -> str:
         return self._zip.read(path).decode("utf-8")
 
@@ -242,10 +255,17 @@ PURE_CALLS = {"list", "tuple", "sorted", "set", "frozenset"}
 
 
 class _Evaluator:
-    def __init__(self, source: WheelSource, module: str, local: dict[str, ast.expr]):
+    def __init__(
+        self,
+        source: WheelSource,
+        module: str,
+        local: dict[str, ast.expr],
+        imports: dict[str, tuple[str, str]] | None = None,
+    ):
         self.source = source
         self.module = module
         self.local = local
+        self.imports = imports or {}  # names a function imports in its body
         self.depth = 0
 
     def eval(self, expr: ast.expr) -> Any:
@@ -299,6 +319,8 @@ class _Evaluator:
                 return _Evaluator(self.source, self.module, {}).eval(self.local[expr.id])
             if expr.id in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[expr.id]
+            if expr.id in self.imports:
+                return self._binding(self.source.lookup(*self.imports[expr.id]))
             return self._binding(self.source.lookup(self.module, expr.id))
         if isinstance(expr, ast.Attribute):
             return self._attribute(expr)
@@ -351,7 +373,10 @@ class _Evaluator:
                 raise Unknown(f"{ast.unparse(expr)} not assigned in the class body")
             if isinstance(value, ast.Call) and call_name(value.func) in ("field", "Field"):
                 return field_default(self.source, owner.module, value)
-            return self._in(owner.module, value)
+            # Names in a class body see the attributes assigned before them there
+            # (``ALL = (FULL, BREAKABLE, DISABLED)``).
+            scope = _class_scope(owner.node)  # type: ignore[arg-type]  # find_class: a ClassDef
+            return _Evaluator(self.source, owner.module, scope).eval(value)
         return self._binding(self.source.lookup_dotted(self.module, expr))
 
     def _call(self, expr: ast.Call) -> Any:
@@ -365,7 +390,55 @@ class _Evaluator:
             return self._dict_keys(expr.func.value)
         if name == "get_args" and len(expr.args) == 1:
             return literal_args(self.source, self.module, expr.args[0])
+        if isinstance(expr.func, ast.Name) and not expr.args and not expr.keywords:
+            return self._function_result(expr)
         raise Unknown(ast.unparse(expr))
+
+    def _function_result(self, expr: ast.Call) -> Any:
+        """
+        A call of a module function without parameters whose last statement returns a
+        literal (``def _choices(): from x import NAMES; return list(NAMES)``): that value.
+        Imports inside the function are followed; earlier returns are branches the
+        function may take at run time and are not evaluated.
+        """
+        binding = self.source.lookup(self.module, expr.func.id)  # type: ignore[attr-defined]  # a Name
+        function = binding.node if binding is not None else None
+        if not isinstance(function, ast.FunctionDef) or _has_parameters(function.args):
+            raise Unknown(ast.unparse(expr))
+        last = function.body[-1]
+        if not isinstance(last, ast.Return) or last.value is None:
+            raise Unknown(f"{function.name}: does not end with a return")
+        assert binding is not None  # function is its node
+        parts = binding.module.split(".")
+        imports: dict[str, tuple[str, str]] = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                base = parts[: len(parts) - node.level] if node.level else []
+                origin = ".".join([*base, node.module])
+                for alias in node.names:
+                    imports[alias.asname or alias.name] = (origin, alias.name)
+        return _Evaluator(self.source, binding.module, {}, imports).eval(last.value)
+
+
+def _class_scope(cls: ast.ClassDef) -> dict[str, ast.expr]:
+    """The simple ``NAME = value`` assignments of a class body."""
+    scope: dict[str, ast.expr] = {}
+    for statement in cls.body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    scope[target.id] = statement.value
+    return scope
+
+
+def _has_parameters(arguments: ast.arguments) -> bool:
+    return bool(
+        arguments.posonlyargs
+        or arguments.args
+        or arguments.kwonlyargs
+        or arguments.vararg
+        or arguments.kwarg
+    )
 
 
 def literal_args(source: WheelSource, module: str, expr: ast.expr, depth: int = 0) -> list[Any]:
