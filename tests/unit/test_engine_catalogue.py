@@ -321,6 +321,7 @@ KNOWN = {  # in every catalogued release; flags that come or go: the edge tests 
 
 
 SGLANG_RELEASES = [
+    "0.5.3.post3",  # lmsysorg/sglang:spark (NVIDIA/dgx-spark-playbooks#68)
     "0.5.4.post3",
     "0.5.5.post3",
     "0.5.6.post2",
@@ -416,7 +417,7 @@ def test_sglang_layouts_per_release():
 def test_sglang_cuda_graph_flags_at_the_edges():
     """``--cuda-graph-max-bs`` is a deprecated alias from 0.5.14 and gone from 0.5.20."""
     assert _first_and_last("sglang", lambda d: "--cuda-graph-max-bs" in d["flags"]) == (
-        "0.5.4.post3",
+        "0.5.3.post3",
         "0.5.19",
     )
     assert _first_and_last("sglang", lambda d: "--cuda-graph-max-bs-decode" in d["flags"]) == (
@@ -443,7 +444,7 @@ def test_vllm_attention_backend_environment_variable_is_not_read():
 def test_sglang_spec_v2_environment_variable_at_the_edges():
     """Registry field until 0.5.13.post1; read only to refuse it until 0.5.20 (PR #27964)."""
     in_env = _first_and_last("sglang", lambda d: "SGLANG_ENABLE_SPEC_V2" in d["env"])
-    assert in_env == ("0.5.4.post3", "0.5.20")
+    assert in_env == ("0.5.4.post3", "0.5.20")  # 0.5.3.post3 does not read it yet
     assert "SGLANG_ENABLE_SPEC_V2" not in _document("sglang", "0.5.21")["env"]
 
 

@@ -126,7 +126,7 @@ def test_a_flag_of_the_other_engine_is_named_as_such():
 def test_flag_missing_from_this_release_names_the_release_that_has_it():
     [problem] = check_flags("sglang", "0.5.12", {"--enable-double-sparsity": True})
     assert problem.startswith(
-        "--enable-double-sparsity: not a flag of SGLang 0.5.12 (it is in SGLang 0.5.4.post3, "
+        "--enable-double-sparsity: not a flag of SGLang 0.5.12 (it is in SGLang 0.5.3.post3, 0.5.4.post3, "
         "0.5.5.post3, 0.5.6.post2, 0.5.7, 0.5.8.post1, 0.5.9, 0.5.10, 0.5.10.post1)"
     )
 
@@ -137,7 +137,7 @@ def test_value_renames_give_the_new_value():
 
 
 def test_unknown_release_names_the_catalogued_ones():
-    listed = r"0\.5\.4\.post3, 0\.5\.5\.post3, .*, 0\.5\.10, 0\.5\.10\.post1, .*, 0\.5\.23\)"
+    listed = r"0\.5\.3\.post3, 0\.5\.4\.post3, 0\.5\.5\.post3, .*, 0\.5\.10, 0\.5\.10\.post1, .*, 0\.5\.23\)"
     with pytest.raises(CatalogueNotFound, match=rf"\(catalogued: {listed}"):
         load_catalogue("sglang", "0.4.0")
 

@@ -21,6 +21,8 @@ DEEPSEEK = ModelClass.from_config(cfg.DEEPSEEK_V3)
 GPT_OSS = ModelClass.from_config(cfg.GPT_OSS)
 SGLANG_12 = {"image": "lmsysorg/sglang:v0.5.12", "version": "0.5.12"}
 QWEN_FP8 = ModelClass(architectures=("Qwen3MoeForCausalLM",), moe=True, quantization="fp8")
+# NVIDIA's first Spark image: SGLang 0.5.3.post3 (NVIDIA/dgx-spark-playbooks#68)
+SPARK_IMAGE = {"image": "lmsysorg/sglang:spark@sha256:" + "c" * 64, "version": "0.5.3.post3"}
 DFLASH = {"--speculative-config": {"method": "dflash", "num_speculative_tokens": 15}}
 RAY_PAIR = {"--distributed-executor-backend": "ray", "--tensor-parallel-size": 2}
 
@@ -139,6 +141,7 @@ EDGES = [
     # FlashInfer attention on SGLang: seen crashing on 0.5.10 only; NVIDIA uses it later
     ("sglang-flashinfer-attention", "sglang", {}, {"--attention-backend": "flashinfer"}, {}, MISTRAL, "error"),
     ("sglang-flashinfer-attention", "sglang", SGLANG_12, {"--prefill-attention-backend": "flashinfer"}, {}, MISTRAL, "warning"),
+    ("sglang-flashinfer-attention", "sglang", SPARK_IMAGE, {"--attention-backend": "flashinfer"}, {}, MISTRAL, "warning"),
     # FA4: datacenter-only before 0.5.18, an SM12x FA4 from 0.5.18
     ("sglang-fa4-attention", "sglang", {"version": "0.5.17"}, {"--attention-backend": "fa4"}, {}, QWEN, "error"),
     ("sglang-fa4-attention", "sglang", {"version": "0.5.18"}, {"--attention-backend": "fa4"}, {}, QWEN, "warning"),
@@ -203,6 +206,8 @@ EDGES = [
     ("sglang-image-without-cu13", "sglang", SGLANG_12, {}, {}, MISTRAL, None),
     ("sglang-image-without-cu13", "sglang", {"image": "scitrera/dgx-spark-sglang:0.5.10"}, {}, {}, MISTRAL, None),
     ("sglang-image-without-cu13", "sglang", {"image": "lmsysorg/sglang:v0.5.10-cu129"}, {}, {}, MISTRAL, "error"),
+    ("sglang-image-without-cu13", "sglang", SPARK_IMAGE, {}, {}, MISTRAL, None),
+    ("sglang-image-without-cu13", "sglang", {"image": "lmsysorg/sglang:v0.5.9", "version": "0.5.9"}, {}, {}, MISTRAL, "error"),
     ("sglang-image-cu12", "sglang", {"image": "lmsysorg/sglang:v0.5.10-cu129"}, {}, {}, MISTRAL, None),
     ("sglang-image-cu12", "sglang", {**SGLANG_12, "image": "lmsysorg/sglang:v0.5.12-cu130"}, {}, {}, MISTRAL, None),
     # node count

@@ -144,6 +144,13 @@ class TypeReader:
         for binding in class_mro(self.source, cls):
             node: ast.ClassDef = binding.node  # type: ignore[assignment]  # MRO: ClassDefs
             bases = {call_name(base) for base in node.bases}
+            if "IntEnum" in bases:
+                # vLLM types an enum field `str` for argparse and lets its pydantic config
+                # validate it; pydantic takes an IntEnum by value (`--optimization-level 3`,
+                # what FlexibleArgumentParser turns `-O3` into), not by name.
+                values = _int_enum_values(cls.node)  # type: ignore[arg-type]  # a ClassDef
+                if values:
+                    return Hint("literal", tuple(values))
             if bases & ENUM_BASES:
                 return Hint("enum", tuple(_enum_members(cls.node)))  # type: ignore[arg-type]  # a ClassDef
             if bases & MAPPINGS:
@@ -198,6 +205,20 @@ def _enum_members(cls: ast.ClassDef) -> list[str]:
                 if isinstance(target, ast.Name) and not target.id.startswith("_"):
                     members.append(target.id)
     return members
+
+
+def _int_enum_values(cls: ast.ClassDef) -> list[int]:
+    """The member values of an IntEnum whose members are integer literals, else []."""
+    values = []
+    for statement in cls.body:
+        if isinstance(statement, ast.Assign) and not all(
+            isinstance(t, ast.Name) and t.id.startswith("_") for t in statement.targets
+        ):
+            value = statement.value
+            if not (isinstance(value, ast.Constant) and type(value.value) is int):
+                return []
+            values.append(value.value)
+    return values
 
 
 def _value_type(values: list[Any]) -> str:
