@@ -12,11 +12,13 @@ engine plan (``engine_plan``), which is all the operations read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.load import read_document, validate_document
 from sparkdeploy.config.model_source import ModelReader
+from sparkdeploy.config.shipped import Shipped, read_shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
@@ -66,11 +68,28 @@ def build_inventory(raw: Any, path: str, read_model: ModelReader | None = None) 
         if read_model is not None and not problems
         else None
     )
-    plans, plan_problems, warnings = plan_sparks(sparks, topology, models)
+    shipped, ship_problems = _read_shipped(sparks, Path(path).parent)
+    problems += [f"{path}: {problem}" for problem in ship_problems]
+    plans, plan_problems, warnings = plan_sparks(sparks, topology, models, shipped)
     problems += [f"{path}: {problem}" for problem in plan_problems]
     if problems:
         raise InventoryError(path, problems)
     return Inventory(path, sparks, topology, plans, [f"{path}: {w}" for w in warnings])
+
+
+def _read_shipped(
+    sparks: dict[str, SparkSettings], base: Path
+) -> tuple[dict[str, tuple[Shipped, ...]], list[str]]:
+    """Each engine's files and mods, read from the laptop (relative to the inventory's
+    folder), and a problem per file that cannot be shipped."""
+    shipped: dict[str, tuple[Shipped, ...]] = {}
+    problems: list[str] = []
+    for name, spark in sparks.items():
+        if spark.engine is None:
+            continue
+        shipped[name], found = read_shipped(spark.engine, base)
+        problems += [f"host '{name}', key '{key}': {problem}" for key, problem in found]
+    return shipped, problems
 
 
 def load_inventory(path: str, read_model: ModelReader | None = None) -> Inventory:

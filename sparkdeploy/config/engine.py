@@ -117,13 +117,38 @@ class Mount(BaseModel):
     @field_validator("container")
     @classmethod
     def _container_path(cls, value: str) -> str:
-        taken = [tree for tree in CONTAINER_TREES_REFUSED if _overlaps(value, tree)]
-        if value == "/" or taken:
-            raise ValueError(
-                f"{value} would cover a system path of the container ({', '.join(taken) or '/'})"
-                "; mount under a folder of its own, such as /workspace/kernels"
-            )
-        return value
+        return container_path(value)
+
+
+def container_path(value: str) -> str:
+    """A path inside the container a mount may cover: none of its system trees."""
+    taken = [tree for tree in CONTAINER_TREES_REFUSED if _overlaps(value, tree)]
+    if value == "/" or taken:
+        raise ValueError(
+            f"{value} would cover a system path of the container ({', '.join(taken) or '/'})"
+            "; mount under a folder of its own, such as /workspace/kernels"
+        )
+    return value
+
+
+MAX_SHIPPED_BYTES = 1024 * 1024  # chat templates, kernel configs and patches are small text
+
+
+class EngineFile(BaseModel):
+    """One file of ``engine.files``: shipped from the laptop, mounted read-only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    src: Text = Field(
+        description="The file on this laptop: a path relative to the inventory file's folder, "
+        "or absolute. Text up to 1 MiB (chat templates, tuned kernel configs, parser plugins)."
+    )
+    dest: AbsolutePath = Field(description="Where the container reads it (absolute path).")
+
+    @field_validator("dest")
+    @classmethod
+    def _dest_path(cls, value: str) -> str:
+        return container_path(value)
 
 
 class EngineSettings(BaseModel):
@@ -224,6 +249,22 @@ class EngineSettings(BaseModel):
         "/workspace/kernels}` (absolute paths), rendered as `-v host:container:ro`. System "
         "paths (/, /etc, /proc, /sys, /dev, /run, Docker's socket ...) and the model folders' "
         "mounts are refused.",
+    )
+
+    files: list[EngineFile] = Field(
+        default_factory=list,
+        description="Files a recipe needs beside the model (chat templates, tuned kernel "
+        "configs, parser plugins): `{src: templates/chat.jinja, dest: /templates/chat.jinja}`. "
+        "Read on this laptop before any host is touched, written to "
+        "/var/lib/spark-deploy/engine-files/ on the Spark and mounted read-only at `dest`; a "
+        "changed file restarts the engine.",
+    )
+    mods: list[Text] = Field(
+        default_factory=list,
+        description="Shell scripts on this laptop (paths as for `files`) that patch the engine "
+        'inside the container before the server starts (the field\'s "mods"). They run in '
+        "order with `sh` in a fresh container at every start, so each sees the image as "
+        "shipped; one that fails stops the start. Not yet on a vLLM Ray pair.",
     )
 
     accept: dict[str, str] = Field(

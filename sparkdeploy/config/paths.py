@@ -51,12 +51,25 @@ ENGINE_SUDOERS = "/etc/sudoers.d/spark-deploy-{name}"
 PROMETHEUS_DIR = "/etc/spark-deploy/prometheus"  # engine.alerts, beside the engine
 PROMETHEUS_RULES = PROMETHEUS_DIR + "/{name}.rules.yml"
 PROMETHEUS_SCRAPE = PROMETHEUS_DIR + "/{name}.scrape.yml"
+# engine.files and engine.mods, shipped from the laptop: NN-<name> under the engine's folder,
+# the mods in mods/, which the container sees read-only at MODS_MOUNT.
+ENGINE_FILES_DIR = "/var/lib/spark-deploy/engine-files/{name}"
+MODS_MOUNT = "/opt/spark-deploy/mods"
 # Engine files the deploy wrote in an earlier run: retired when no longer planned.
 ENGINE_FILE_GLOBS = (
     SYSTEMD_DIR + "/spark-engine-*.service",
     "/etc/sudoers.d/spark-deploy-*",
     PROMETHEUS_DIR + "/spark-engine-*.yml",
+    ENGINE_FILES_DIR.format(name="*") + "/[0-9][0-9]-*",
+    ENGINE_FILES_DIR.format(name="*") + "/mods/[0-9][0-9]-*",
 )
+
+
+def shipped_path(plan_name: str, kind: str, name: str) -> str:
+    """Where a file of engine.files (``kind`` file) or engine.mods (mod) lives on the Spark."""
+    folder = ENGINE_FILES_DIR.format(name=plan_name)
+    return f"{folder}/mods/{name}" if kind == "mod" else f"{folder}/{name}"
+
 
 OPERATOR = "operator"  # owner/group placeholder: the Spark's operator user and its group
 HOME = "~/"  # a path under the operator's home
@@ -107,6 +120,17 @@ class PlanFiles(Protocol):
     @property
     def writes_alerts(self) -> bool: ...
 
+    @property
+    def shipped(self) -> Iterable[ShippedFile]: ...
+
+
+class ShippedFile(Protocol):
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
 
 def _host_files(spark: SparkSettings) -> list[ManagedFile]:
     files = [
@@ -146,6 +170,13 @@ def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
             ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),
             ManagedFile(PROMETHEUS_SCRAPE.format(name=plan.name)),
         ]
+    files += [
+        ManagedFile(
+            shipped_path(plan.name, item.kind, item.name),
+            mode="755" if item.kind == "mod" else "644",
+        )
+        for item in plan.shipped
+    ]
     return files
 
 

@@ -7,10 +7,13 @@ pinned release's catalogue and every GB10 rule; the operations only render what 
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.paths import MODS_MOUNT, shipped_path
+from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
@@ -27,6 +30,13 @@ from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.images import describe_image, server_command
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 from sparkdeploy.knowledge.profiles import profile
+
+# Run every mod (in name order, each with sh, any failure stops the start), then the server
+# in the shell's place, so signals reach it.
+MODS_SCRIPT = (
+    f'for mod in {MODS_MOUNT}/*; do [ -f "$mod" ] || continue; '
+    'echo "spark-deploy: applying $mod"; sh "$mod" || exit 1; done; exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,15 @@ class Launch:
     def run(self, flags: tuple[str, ...]) -> tuple[str, ...]:
         """The container command after the image (`docker run IMAGE ...`)."""
         return flags if self.mode == "entrypoint" else (*self.server, *flags)
+
+    def after_mods(self, flags: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """``--entrypoint`` and command that run engine.mods, then the server: through the
+        wrapper entrypoint when the image has one (the command is then the shell), in place
+        of an entrypoint that is the engine itself."""
+        command = ("-c", MODS_SCRIPT, "sh", *self.server, *flags)
+        if self.mode == "command":
+            return "", ("sh", *command)
+        return "sh", command
 
     def exec(self, flags: tuple[str, ...]) -> tuple[str, ...]:
         """The command run in a running container (`docker exec CONTAINER ...`)."""
@@ -99,7 +118,7 @@ class EnginePlan:
     services: tuple[EngineService, ...]  # in start order
     env: tuple[tuple[str, str], ...]  # the container's environment, sorted
     mounts: tuple[str, ...]  # host folders mounted read-only at the same path
-    extra_mounts: tuple[tuple[str, str], ...]  # engine.mounts: (host, container), read-only
+    extra_mounts: tuple[tuple[str, str], ...]  # engine.mounts/files/mods: (host, container), ro
     port: int
     bind: str
     served_model_name: str
@@ -110,6 +129,7 @@ class EnginePlan:
     rank: int = 0
     alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
     accepted_rules: tuple[tuple[str, str], ...] = ()  # (GB10 rule id, reason): engine.accept
+    shipped: tuple[Shipped, ...] = ()  # engine.files and engine.mods, written on the Spark
 
     @property
     def main(self) -> EngineService:
@@ -146,6 +166,7 @@ def services(
     flags: tuple[str, ...],
     multinode: MultiNode | None,
     launch: Launch | None = None,
+    mods: bool = False,
 ) -> tuple[EngineService, ...]:
     """
     The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
@@ -159,7 +180,12 @@ def services(
     pair = profile(engine)["multinode"]
     if multinode is None or pair["launcher"] != "ray":
         serves_api = multinode is None or multinode.rank == 0
-        return (EngineService(f"{name}.service", name, launch.run(flags), serves_api=serves_api),)
+        entrypoint, command = launch.after_mods(flags) if mods else ("", launch.run(flags))
+        return (
+            EngineService(
+                f"{name}.service", name, command, entrypoint=entrypoint, serves_api=serves_api
+            ),
+        )
     gcs = f"{multinode.head}:{multinode.port or pair['port']}"
     node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
     if multinode.rank > 0:
@@ -197,16 +223,20 @@ def services(
     )
 
 
-def _mount_problems(settings: EngineSettings, folders: tuple[str, ...]) -> list[str]:
-    """engine.mounts that would cover (or sit inside) the model folders' mounts."""
+def _mount_problems(extra: list[tuple[str, str]], folders: tuple[str, ...]) -> list[str]:
+    """Extra mounts (engine.mounts, engine.files) that would cover (or sit inside) the
+    model folders' mounts, or each other."""
     problems = []
-    for mount in settings.mounts:
+    for _, container in extra:
         for folder in folders:
-            if _overlap(mount.container, folder):
+            if _overlap(container, folder):
                 problems.append(
-                    f"engine.mounts: container path {mount.container} would cover the model "
+                    f"engine.mounts/files: container path {container} would cover the model "
                     f"folder mount {folder}; mount it elsewhere, such as /workspace/extra"
                 )
+    targets = [container for _, container in extra]
+    for target in sorted({t for t in targets if targets.count(t) > 1}):
+        problems.append(f"engine.mounts/files: {target} is mounted twice; give each its own")
     return problems
 
 
@@ -229,9 +259,11 @@ def plan_engine(
     draft_folder: str | None,
     multinode: MultiNode | None = None,
     model: ModelClass | UnknownModel | None = None,
+    shipped: tuple[Shipped, ...] = (),
 ) -> tuple[EnginePlan, list[str]]:
     """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start.
-    ``model`` is the model's class for the GB10 rules scoped to one (None: unknown)."""
+    ``model`` is the model's class for the GB10 rules scoped to one (None: unknown);
+    ``shipped`` the engine.files and engine.mods read on the laptop."""
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
     known = model if isinstance(model, ModelClass) else None
@@ -245,7 +277,23 @@ def plan_engine(
     warnings += spelling_notes(settings.name, settings.version, settings.args)
     warnings += unread_env(settings.name, settings.version, env)
     folders = tuple(folder for folder in (model_folder, draft_folder) if folder)
-    errors += _mount_problems(settings, folders)
+    name = f"spark-engine-{settings.name}"
+    extra = [(mount.host, mount.container) for mount in settings.mounts]
+    extra += [
+        (shipped_path(name, item.kind, item.name), item.dest)
+        for item in shipped
+        if item.kind == "file"
+    ]
+    mods = any(item.kind == "mod" for item in shipped)
+    if mods:
+        extra.append((posixpath.dirname(shipped_path(name, "mod", "x")), MODS_MOUNT))
+    errors += _mount_problems(extra, folders)
+    if mods and multinode is not None and profile(settings.name)["multinode"]["launcher"] == "ray":
+        errors.append(
+            "engine.mods: not yet on a vLLM Ray pair (the mods would have to run in both "
+            "Ray containers before Ray starts); run them on one Spark, or bake them into the "
+            "image"
+        )
     warnings += [
         warning
         for warning in (settings.unknown_version_warning(), settings.launch_warning())
@@ -259,17 +307,17 @@ def plan_engine(
         )
     if errors:
         raise EnginePlanError(errors, warnings)
-    name = f"spark-engine-{settings.name}"
     flags = tuple(to_argv(settings.name, settings.version, args))
     launch = launch_of(settings)
     plan = EnginePlan(
         engine=settings.name,
         image=settings.image,
         name=name,
-        services=services(settings.name, name, flags, multinode, launch),
+        services=services(settings.name, name, flags, multinode, launch, mods),
         env=tuple(sorted(env.items())),
         mounts=folders,
-        extra_mounts=tuple((mount.host, mount.container) for mount in settings.mounts),
+        extra_mounts=tuple(extra),
+        shipped=shipped,
         port=settings.port,
         bind=settings.bind,
         served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
@@ -296,11 +344,13 @@ def plan_sparks(
     sparks: dict[str, SparkSettings],
     topology: Topology,
     models: Mapping[str, ModelClass | UnknownModel] | None = None,
+    shipped: Mapping[str, tuple[Shipped, ...]] | None = None,
 ) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
     """
     Plan the engine of every Spark that has one. Two Sparks with the same engine, cabled
     to each other, serve one model as a pair: the topology's head is rank 0, reached over
-    its first rail. ``models`` holds each Spark's model class where it was read. Returns
+    its first rail. ``models`` holds each Spark's model class where it was read, ``shipped``
+    its engine.files and engine.mods. Returns
     the plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
     """
     plans: dict[str, EnginePlan] = {}
@@ -337,7 +387,9 @@ def plan_sparks(
         draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
         try:
             model_class = (models or {}).get(name)
-            plans[name], found = plan_engine(engine, model, draft, multinode, model_class)
+            plans[name], found = plan_engine(
+                engine, model, draft, multinode, model_class, (shipped or {}).get(name, ())
+            )
         except EnginePlanError as error:
             problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
             found = error.warnings

@@ -418,7 +418,7 @@ def test_mount_paths_are_refused(mount: dict[str, str], key: str, message: str):
 def test_a_mount_is_refused_over_the_model_folders_and_twice_on_one_path():
     found = problems({"name": "vllm", "mounts": [{"host": "/srv/k", "container": "/opt/models"}]})
     assert found[0] == (
-        "inventory/sparks.yml: host 's1', key 'engine': engine.mounts: container path "
+        "inventory/sparks.yml: host 's1', key 'engine': engine.mounts/files: container path "
         f"/opt/models would cover the model folder mount {MODEL}; mount it elsewhere, such as "
         "/workspace/extra"
     )

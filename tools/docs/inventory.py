@@ -27,7 +27,7 @@ import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from sparkdeploy.config.engine import EngineSettings, Mount
+from sparkdeploy.config.engine import EngineFile, EngineSettings, Mount
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +152,15 @@ def tables() -> list[Table]:
             "mounts",
             "Each entry of `engine.mounts` is one extra bind mount, read-only in the "
             "container (`-v host:container:ro`).",
+        ),
+        Table(
+            EngineFile,
+            "Engine files",
+            "engine-files",
+            "file",
+            "files",
+            "Each entry of `engine.files` is one file shipped from this laptop to "
+            "/var/lib/spark-deploy/engine-files/ on the Spark and mounted read-only at `dest`.",
         ),
     ]
 

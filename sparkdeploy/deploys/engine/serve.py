@@ -22,6 +22,7 @@ from sparkdeploy.config.paths import (
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
     engine_files,
+    shipped_path,
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.engine.units import DOCKER, unit_text
@@ -156,6 +157,15 @@ def serve_model() -> None:
     env_file = CONTAINER_ENV.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
     env_changed = differs(env_file, env_text)
+    # engine.files and engine.mods: the container reads them at start, so a change restarts it.
+    for item in plan.shipped:
+        path = shipped_path(plan.name, item.kind, item.name)
+        env_changed = differs(path, item.content) or env_changed
+        managed_file(
+            name=f"Ship {'mod' if item.kind == 'mod' else 'file'} {item.name}",
+            path=path,
+            content=item.content,
+        )
     managed_file(
         name=f"Write the {plan.engine} container environment", path=env_file, content=env_text
     )
