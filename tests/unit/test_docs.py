@@ -1,5 +1,6 @@
-"""The documentation: the generated key reference matches the settings models, its example
-is a valid inventory, and every relative link in README.md and docs/ leads somewhere."""
+"""The documentation: the generated key reference matches the settings models, its examples
+are valid inventories (each engine example against every release it names), and every
+relative link in README.md and docs/ leads somewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from sparkdeploy.inventory import build_inventory
+from sparkdeploy.knowledge.flags import available_versions, check_flags
 from tools.docs.inventory import EXAMPLE, ROOT, TARGET, inventory_reference, main, tables
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -72,3 +74,44 @@ def test_relative_links_point_to_files_that_exist(page):
         assert linked.exists(), f"{page.name}: link to {target}: no such file"
         if anchor:
             assert anchor in anchors(linked), f"{page.name}: link to {target}: no such heading"
+
+
+RELEASES = re.compile(r"^# releases: (sglang|vllm) ([\w.]+)(?: - ([\w.]+))?$", re.MULTILINE)
+YAML_FENCE = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+DOC_EXAMPLES = [
+    (page, block)
+    for page in PAGES
+    for block in YAML_FENCE.findall(page.read_text(encoding="utf-8"))
+    if RELEASES.search(block)
+]
+
+
+def test_the_engine_docs_have_examples_with_their_releases():
+    assert len([page for page, _ in DOC_EXAMPLES if page.name == "engines.md"]) >= 4
+
+
+@pytest.mark.parametrize(
+    ("page", "block"),
+    DOC_EXAMPLES,
+    ids=[f"{page.name}-{i}" for i, (page, _) in enumerate(DOC_EXAMPLES)],
+)
+def test_every_engine_example_passes_each_release_it_names(page, block, tmp_path):
+    """An example's flags pass the catalogue of every release in its `# releases:` range,
+    and the example itself plans (files it ships are made beside a stand-in inventory)."""
+    engine_name, first, last = RELEASES.search(block).groups()  # type: ignore[union-attr]
+    example = yaml.safe_load(block)
+    engine = example["engine"]
+    versions = available_versions(engine_name)
+    start, end = versions.index(first), versions.index(last or first)
+    assert end >= start, block
+    for version in versions[start : end + 1]:
+        assert check_flags(engine_name, version, engine.get("args") or {}) == [], version
+    for item in [*(f["src"] for f in engine.get("files", [])), *engine.get("mods", [])]:
+        (tmp_path / item).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / item).write_text("# shipped by the example\n")
+    document = {
+        "defaults": {"ssh_user": "nvidia", "model_repo": "org/model", "engine": engine},
+        "sparks": {"spark-1": {"ssh_host": "spark-1.local"}},
+    }
+    inventory = build_inventory(document, str(tmp_path / "sparks.yml"))
+    assert inventory.engine_plans["spark-1"] is not None
