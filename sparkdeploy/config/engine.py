@@ -19,7 +19,6 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
@@ -51,6 +50,7 @@ from sparkdeploy.knowledge.flags import (
     CatalogueNotFound,
     available_versions,
     check_flags,
+    json_object,
     load_catalogue,
 )
 from sparkdeploy.knowledge.images import (
@@ -507,12 +507,7 @@ def _managed_problems(engine: str, version: str, args: dict[str, Any]) -> dict[s
 
 def _json_keys(value: object) -> list[str]:
     """The top-level keys of a JSON flag's value, given as a mapping or as JSON text."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    return [str(key) for key in value] if isinstance(value, dict) else []
+    return [str(key) for key in json_object(value) or {}]
 
 
 def _arg_problems(flag: object, value: object) -> list[str]:

@@ -10,14 +10,13 @@ pinned release's catalogue, so a flag the engine does not know is never emitted.
 from __future__ import annotations
 
 import copy
-import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
-from sparkdeploy.knowledge.flags import Catalogue, check_flags, load_catalogue
+from sparkdeploy.knowledge.flags import Catalogue, check_flags, json_object, load_catalogue
 from sparkdeploy.knowledge.profiles import (
     PLACED,
     PLACEHOLDER,
@@ -133,13 +132,7 @@ def _set(args: dict[str, Any], catalogue: Catalogue, flag: str, value: Any) -> N
 
 def _set_key(args: dict[str, Any], flag: str, path: tuple[str, ...], value: Any) -> None:
     """Set one key (``path``) inside the JSON object of ``flag``; None removes it."""
-    current = args.get(flag)
-    if isinstance(current, str):
-        try:
-            current = json.loads(current)
-        except ValueError:
-            current = None
-    root: dict[str, Any] = copy.deepcopy(current) if isinstance(current, dict) else {}
+    root: dict[str, Any] = copy.deepcopy(json_object(args.get(flag)) or {})
     node = root
     for key in path[:-1]:
         child = node.get(key)
@@ -219,15 +212,6 @@ def effective_args(
     return args
 
 
-def _as_json(value: Any) -> Any:
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _placed_problems(
     settings: EngineSettings,
     catalogue: Catalogue,
@@ -251,7 +235,7 @@ def _placed_problems(
         reading = catalogue.read(flag)
         if reading is None or given is None:
             continue
-        given = _as_json(given)
+        given = json_object(given) or given
         found = [(reading.key, given)]
         if not reading.path and isinstance(given, dict):
             found += [(f"{reading.flag}.{key}", item) for key, item in given.items()]

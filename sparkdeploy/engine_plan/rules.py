@@ -19,7 +19,6 @@ the engine reads for it in that release (the ``ways`` table of the rules file).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge import KNOWLEDGE_DIR
-from sparkdeploy.knowledge.flags import Catalogue, load_catalogue
+from sparkdeploy.knowledge.flags import Catalogue, json_object, load_catalogue
 from sparkdeploy.knowledge.images import image_tag, pinning_problem
 from sparkdeploy.knowledge.model_class import FIELDS, ModelClass, UnknownModel
 
@@ -451,7 +450,7 @@ def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
     if flag in context.args:
         found.append((flag, context.args[flag]))
     base, dot, key = flag.partition(".")
-    value: Any = _json(context.args.get(base)) if dot else None
+    value: Any = json_object(context.args.get(base)) if dot else None
     for part in key.split(".") if dot else ():
         value = value.get(part) if isinstance(value, Mapping) else None
     if value is not None:
@@ -464,16 +463,6 @@ def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
         elif way.env in context.env:
             found.append((f"{way.env}=", context.env[way.env]))
     return found
-
-
-def _json(value: Any) -> Any:
-    """A JSON flag's value as a mapping, whether given as one or as JSON text."""
-    if isinstance(value, str) and value.lstrip().startswith("{"):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return None
-    return value
 
 
 def _subjects(match: Mapping[str, Any], context: _Context) -> list[str]:

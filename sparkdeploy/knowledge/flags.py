@@ -217,6 +217,17 @@ def _problems_for(catalogue: Catalogue, name: str, value: Any) -> list[str]:
     return [f"{name}: {problem}"] if problem else []
 
 
+def json_object(value: Any) -> dict[str, Any] | None:
+    """A JSON flag's value as a mapping, whether given as one or as JSON text (as the
+    engines take it on the command line); None when it is no JSON object."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
 def _json_key_problem(catalogue: Catalogue, name: str, value: Any) -> list[str]:
     """A dotted key of a JSON flag takes one JSON value (vLLM parses it as JSON)."""
     if value is None or isinstance(value, (bool, int, float, str, list, dict)):
