@@ -266,6 +266,22 @@ def _unknown(catalogue: Catalogue, name: str) -> str:
     return f"not a flag of {title}{elsewhere}{hint}"
 
 
+def release_ranges(engine: str, releases: list[str]) -> str:
+    """Catalogued releases as runs of consecutive ones: "0.5.3.post3 to 0.5.19, 0.5.23"."""
+    every = available_versions(engine)
+    wanted = set(releases)
+    runs: list[list[str]] = []
+    for version in every:
+        if version not in wanted:
+            runs.append([])
+        elif runs and runs[-1]:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    parts = [run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs if run]
+    return ", ".join(parts)
+
+
 def _where_it_exists(catalogue: Catalogue, name: str) -> str:
     """Other catalogued releases (of this engine, else the other engine) that have the flag."""
     same = [
@@ -274,7 +290,7 @@ def _where_it_exists(catalogue: Catalogue, name: str) -> str:
         if name in load_catalogue(catalogue.engine, v).flags
     ]
     if same:
-        return f" (it is in {ENGINE_TITLES[catalogue.engine]} {', '.join(same)})"
+        return f" (it is in {ENGINE_TITLES[catalogue.engine]} {release_ranges(catalogue.engine, same)})"
     for other in ENGINES:
         if other == catalogue.engine:
             continue
@@ -439,6 +455,6 @@ def unread_env(engine: str, version: str, env: Mapping[str, str]) -> list[str]:
                 for v in available_versions(engine)
                 if name in (load_catalogue(engine, v).env or ())
             ]
-            where = f" (read by {', '.join(readers)})" if readers else ""
+            where = f" (read by {release_ranges(engine, readers)})" if readers else ""
             notes.append(f"{name}: not read by {_title(catalogue)}, so it has no effect{where}")
     return notes

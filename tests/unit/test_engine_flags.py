@@ -126,8 +126,8 @@ def test_a_flag_of_the_other_engine_is_named_as_such():
 def test_flag_missing_from_this_release_names_the_release_that_has_it():
     [problem] = check_flags("sglang", "0.5.12", {"--enable-double-sparsity": True})
     assert problem.startswith(
-        "--enable-double-sparsity: not a flag of SGLang 0.5.12 (it is in SGLang 0.5.3.post3, 0.5.4.post3, "
-        "0.5.5.post3, 0.5.6.post2, 0.5.7, 0.5.8.post1, 0.5.9, 0.5.10, 0.5.10.post1)"
+        "--enable-double-sparsity: not a flag of SGLang 0.5.12 (it is in SGLang 0.5.3.post3 to "
+        "0.5.10.post1)"
     )
 
 
@@ -185,3 +185,10 @@ def test_quoted_numbers_pass_as_argparse_reads_them():
     assert check_flags(*VLLM, {"--gpu-memory-utilization": "0.90", "--max-num-seqs": "4"}) == []
     [problem] = check_flags(*VLLM, {"--gpu-memory-utilization": "nan"})
     assert problem == "--gpu-memory-utilization: needs a number (got 'nan')"
+
+
+def test_releases_are_named_as_runs():
+    assert release_ranges("sglang", ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.23"]) == (
+        "0.5.9 to 0.5.10.post1, 0.5.23"
+    )
+    assert release_ranges("vllm", ["0.33.0"]) == "0.33.0"
