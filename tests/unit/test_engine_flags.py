@@ -10,6 +10,7 @@ from sparkdeploy.knowledge.flags import (
     available_versions,
     check_flags,
     load_catalogue,
+    release_ranges,
     renames,
     to_argv,
 )
