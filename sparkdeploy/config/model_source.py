@@ -34,18 +34,36 @@ def hub_config(
     offline: bool,
     timeout: float,
 ) -> Mapping[str, Any]:
-    """``config.json`` of ``repo`` at ``revision``: the local cache first, then the Hub."""
-    from huggingface_hub import hf_hub_download  # imported only when a model is read
+    """
+    ``config.json`` of ``repo`` at ``revision``: from the local Hugging Face cache when it
+    has one (no request at all), else one bounded request to the Hub. Not hf_hub_download:
+    its retries with back-off (five, about 23 s in all) would hold up every run when the Hub
+    cannot be reached, and the class is worth a warning, not a wait.
+    """
+    from huggingface_hub import hf_hub_download, hf_hub_url  # imported only when a model is read
+    from huggingface_hub.utils import build_hf_headers, get_session
 
-    common: dict[str, Any] = {"revision": revision, "endpoint": endpoint, "token": token or False}
     try:
-        path = hf_hub_download(repo, "config.json", local_files_only=True, **common)
+        path = hf_hub_download(
+            repo, "config.json", revision=revision, endpoint=endpoint, local_files_only=True
+        )
     except Exception:
         if offline:
             raise
-        path = hf_hub_download(repo, "config.json", etag_timeout=timeout, **common)
-    with open(str(path), encoding="utf-8") as handle:
-        data = json.load(handle)
+    else:
+        with open(str(path), encoding="utf-8") as handle:
+            return _object(json.load(handle))
+    response = get_session().get(
+        hf_hub_url(repo, "config.json", revision=revision, endpoint=endpoint),
+        headers=build_hf_headers(token=token or False),
+        timeout=timeout,
+        follow_redirects=True,
+    )
+    response.raise_for_status()
+    return _object(response.json())
+
+
+def _object(data: Any) -> Mapping[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("config.json is not a JSON object")
     return data

@@ -439,3 +439,37 @@ def test_whoami_through_the_api_and_the_cli(hub: StandIn) -> None:
 
     assert result.returncode == 0, result.stderr
     assert "spark-twin" in result.stdout
+
+
+def test_the_model_class_is_read_before_connecting_in_one_request(hub: StandIn, tmp_path: Path):
+    """The deploy reads config.json on the laptop (the release lacks one: the base repo's),
+    asking the Hub once per file and never retrying; an unreachable Hub leaves the class
+    unknown with the reason, at once."""
+    from sparkdeploy.config.model_source import read_model_class
+    from sparkdeploy.config.spark import SparkSettings
+    from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
+
+    spark = SparkSettings.model_validate(
+        {
+            "ssh_host": "s1",
+            "ssh_user": "nvidia",
+            "model_repo": seed.NVFP4,
+            "model_base_repo": seed.BASE,
+            "hf_endpoint": hub.url,
+            "hf_endpoint_allow_http": True,
+        }
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))  # nothing cached
+        mark = hub.mark()
+        found = read_model_class(spark, environ={})
+        asked = [target for _, _, target, _, _ in hub.requests(mark)]
+        gone = spark.model_copy(update={"hf_endpoint": "http://127.0.0.1:9"})
+        unknown = read_model_class(gone, environ={})
+    assert isinstance(found, ModelClass) and found.architectures == ("MistralForCausalLM",)
+    assert found.source == f"{seed.BASE}@main config.json"
+    assert asked == [
+        f"/{seed.NVFP4}/resolve/main/config.json",
+        f"/{seed.BASE}/resolve/main/config.json",
+    ]
+    assert isinstance(unknown, UnknownModel) and "could not be read" in unknown.why
