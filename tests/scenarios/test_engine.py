@@ -128,7 +128,9 @@ class TestEngineService:
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode == 2
         assert "[sglang-flashinfer-attention] --attention-backend flashinfer" in run.stderr
-        assert "[sglang-mem-fraction-static] --mem-fraction-static 0.9" in run.stderr
+        # Above 0.85 was seen to OOM only with Mistral Small 4: with the model's config.json
+        # out of the laptop's reach (the twins' Hub is on their loopback) it is no refusal.
+        assert "error [sglang-mem-fraction-static]" not in run.stderr
         assert "Connecting to hosts" not in run.stderr
         assert twin.read(UNIT_FILE) == before
 

@@ -91,7 +91,7 @@ class TestEngineUnderSystemd:
         )
         assert ambiguous.returncode == 2
         assert ambiguous.stdout.splitlines()[-1] == (
-            "launch_server.py: error: ambiguous option: --cuda-graph could match "
+            "sglang serve: error: ambiguous option: --cuda-graph could match "
             "--cuda-graph-bs, --cuda-graph-max-bs"
         )
         no_ray = twin.exec(
