@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from sparkdeploy.config.engine import EngineSettings
-from sparkdeploy.knowledge import KNOWLEDGE_DIR
+from sparkdeploy.knowledge import KNOWLEDGE_DIR, load_yaml
 from sparkdeploy.knowledge.flags import Catalogue, json_object, load_catalogue
 from sparkdeploy.knowledge.images import image_tag, pinning_problem
 from sparkdeploy.knowledge.model_class import FIELDS, ModelClass, UnknownModel
@@ -156,7 +155,7 @@ class RulesError(ValueError):
 @lru_cache(maxsize=1)
 def load_book() -> RuleBook:
     """The rules and ways of gb10_rules.yaml, checked for shape (unknown keys are an error)."""
-    raw = yaml.safe_load(RULES_FILE.read_text(encoding="utf-8"))
+    raw = load_yaml(RULES_FILE)
     problems: list[str] = []
     if not isinstance(raw, dict) or set(raw) != {"ways", "rules"}:
         raise RulesError(f"{RULES_FILE.name}: needs exactly two keys, `ways` and `rules`")

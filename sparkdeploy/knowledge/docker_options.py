@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from sparkdeploy.knowledge import load_yaml
 
 OPTIONS_FILE = Path(__file__).resolve().parent / "docker_options.yaml"
 
@@ -31,7 +31,7 @@ class AllowedOption:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    return yaml.safe_load(OPTIONS_FILE.read_text(encoding="utf-8"))
+    return load_yaml(OPTIONS_FILE)
 
 
 @lru_cache(maxsize=1)

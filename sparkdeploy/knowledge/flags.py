@@ -30,8 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sparkdeploy.knowledge import load_yaml
 from sparkdeploy.knowledge.spec import FlagSpec
 
 HERE = Path(__file__).resolve().parent
@@ -185,7 +184,7 @@ def load_catalogue(engine: str, version: str) -> Catalogue:
 @cache
 def renames(engine: str) -> dict[str, Any]:
     """The rename table of ``engine`` (renames.yaml): {"flags": [...], "values": [...]}."""
-    data = yaml.safe_load(RENAMES_FILE.read_text(encoding="utf-8")) or {}
+    data = load_yaml(RENAMES_FILE) or {}
     table = data.get(engine) or {}
     return {"flags": table.get("flags") or [], "values": table.get("values") or []}
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from sparkdeploy.knowledge import load_yaml
 
 IMAGES_FILE = Path(__file__).resolve().parent / "images.yaml"
 ENGINES = ("sglang", "vllm")
@@ -29,7 +29,7 @@ FAMILY_KEYS = {"repositories", "launch", "wrapper", "release_tag", "releases", "
 @lru_cache(maxsize=1)
 def images() -> dict[str, Any]:
     """images.yaml: per engine the server command, default image, exact images, families."""
-    return yaml.safe_load(IMAGES_FILE.read_text(encoding="utf-8"))
+    return load_yaml(IMAGES_FILE)
 
 
 def image_tag(image: str) -> str | None:

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from sparkdeploy.knowledge import load_yaml
 
 METRICS_FILE = Path(__file__).resolve().parent / "metrics.yaml"
 
@@ -14,4 +14,4 @@ METRICS_FILE = Path(__file__).resolve().parent / "metrics.yaml"
 @lru_cache(maxsize=1)
 def metrics() -> dict[str, Any]:
     """metrics.yaml: per engine, the releases, source file, metric names and PromQL."""
-    return yaml.safe_load(METRICS_FILE.read_text(encoding="utf-8"))
+    return load_yaml(METRICS_FILE)

@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from sparkdeploy.knowledge import load_yaml
 from sparkdeploy.knowledge.flags import Catalogue, load_catalogue
 
 PROFILES_FILE = Path(__file__).resolve().parent / "profiles.yaml"
@@ -55,7 +55,7 @@ def scoped(section: Mapping[str, Any], version: str, model: object | None) -> di
 
 @lru_cache(maxsize=1)
 def _profiles() -> dict[str, Any]:
-    return yaml.safe_load(PROFILES_FILE.read_text(encoding="utf-8"))
+    return load_yaml(PROFILES_FILE)
 
 
 def profile(engine: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal, cast
 
-import yaml
+from sparkdeploy.knowledge import load_yaml
 
 SIGNATURES_FILE = Path(__file__).resolve().parent / "signatures.yaml"
 
@@ -85,7 +85,7 @@ def _signature(entry: dict) -> Signature:
 
 @lru_cache(maxsize=1)
 def signatures() -> tuple[Signature, ...]:
-    entries = yaml.safe_load(SIGNATURES_FILE.read_text(encoding="utf-8"))
+    entries = load_yaml(SIGNATURES_FILE)
     return tuple(_signature(entry) for entry in entries)
 
 
