@@ -935,6 +935,28 @@ DOCKER_REFUSED = [
     ),  # fmt: skip
     Refused("image with a rolling tag", engine(image="lmsysorg/sglang:latest-cu130"), "image"),
     Refused("image launch a command", engine(launch="sh -c id"), "launch"),
+    Refused(
+        "file source with a newline",
+        engine(files=[{"src": "t.jinja\nExecStartPre=/x", "dest": "/t/chat.jinja"}]),
+        "files",
+    ),
+    Refused(
+        "file destination with : (a second mount option)",
+        engine(files=[{"src": "t.jinja", "dest": "/t/chat.jinja:rw"}]),
+        "files",
+    ),
+    Refused(
+        "file over a system path of the container",
+        engine(files=[{"src": "t.jinja", "dest": "/etc/ld.so.preload"}]),
+        "files",
+    ),
+    Refused(
+        "file that is not on the laptop",
+        engine(files=[{"src": "../../etc/nowhere-at-all", "dest": "/t/x"}]),
+        "engine.files[0].src",
+    ),
+    Refused("mod path with an escape", engine(mods=["fix.sh\x1b[2J"]), "mods"),
+    Refused("mod that is not on the laptop", engine(mods=["no-such-mod.sh"]), "engine.mods"),
 ]
 DOCKER_HARMLESS = [
     Harmless(
