@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.load import read_document, validate_document
-from sparkdeploy.config.model_source import ModelReader
+from sparkdeploy.config.model_source import ModelRead, ModelReader
 from sparkdeploy.config.shipped import Shipped, read_shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
@@ -63,11 +63,7 @@ def build_inventory(raw: Any, path: str, read_model: ModelReader | None = None) 
     the rules scoped to a model class warn instead of refusing."""
     sparks, problems = validate_document(raw, path)
     topology = Topology.of(sparks)
-    models = (
-        {name: read_model(spark) for name, spark in sparks.items() if spark.engine is not None}
-        if read_model is not None and not problems
-        else None
-    )
+    models = _read_models(sparks, read_model) if read_model is not None and not problems else None
     shipped, ship_problems = _read_shipped(sparks, Path(path).parent)
     problems += [f"{path}: {problem}" for problem in ship_problems]
     plans, plan_problems, warnings = plan_sparks(sparks, topology, models, shipped)
@@ -75,6 +71,26 @@ def build_inventory(raw: Any, path: str, read_model: ModelReader | None = None) 
     if problems:
         raise InventoryError(path, problems)
     return Inventory(path, sparks, topology, plans, [f"{path}: {w}" for w in warnings])
+
+
+def _read_models(sparks: dict[str, SparkSettings], read_model: ModelReader) -> dict[str, ModelRead]:
+    """Each engine's model class, read once per model: the Sparks of a pair share it."""
+    read: dict[tuple[object, ...], ModelRead] = {}
+    models = {}
+    for name, spark in sparks.items():
+        if spark.engine is None:
+            continue
+        key = (
+            spark.model_repo,
+            spark.model_revision,
+            spark.model_base_repo,
+            spark.hf_endpoint,
+            spark.hf_token_env,
+        )
+        if key not in read:
+            read[key] = read_model(spark)
+        models[name] = read[key]
+    return models
 
 
 def _read_shipped(

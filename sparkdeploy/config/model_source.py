@@ -23,7 +23,8 @@ from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 TIMEOUT = 8.0  # seconds per Hub request
 # (repo, revision, endpoint, token, offline, timeout) -> the parsed config.json
 Fetch = Callable[[str, str, str | None, str | None, bool, float], Mapping[str, Any]]
-ModelReader = Callable[[SparkSettings], ModelClass | UnknownModel]
+ModelRead = ModelClass | UnknownModel  # the class, or why it is unknown
+ModelReader = Callable[[SparkSettings], ModelRead]
 
 
 def hub_config(

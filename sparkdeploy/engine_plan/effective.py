@@ -66,7 +66,16 @@ def _render(value: Any, values: Mapping[str, Any]) -> Any:
     return value
 
 
-SPECULATIVE_FLAGS = ("--speculative-config", "--speculative-algorithm", "--speculative_config")
+# The flags that choose a speculative method (vLLM's JSON, SGLang's algorithm).
+SPECULATIVE_FLAGS = frozenset({"--speculative-config", "--speculative-algorithm"})
+
+
+def configures_speculation(settings: EngineSettings) -> bool:
+    """Whether engine.args choose a speculative method, in any spelling the release reads
+    (`--speculative_config.method`, SGLang's `--speculative-algo`)."""
+    catalogue = load_catalogue(settings.name, settings.version)
+    readings = (catalogue.read(flag) for flag, value in settings.args.items() if value)
+    return any(reading is not None and reading.flag in SPECULATIVE_FLAGS for reading in readings)
 
 
 def speculative_on(settings: EngineSettings, draft_folder: str | None) -> bool:
@@ -74,8 +83,7 @@ def speculative_on(settings: EngineSettings, draft_folder: str | None) -> bool:
     when engine.args configure it themselves (MTP, n-gram and DFlash need no draft folder)."""
     if settings.speculative is not None:
         return settings.speculative
-    given = any(flag.startswith(SPECULATIVE_FLAGS) for flag, v in settings.args.items() if v)
-    return draft_folder is not None or given
+    return draft_folder is not None or configures_speculation(settings)
 
 
 def _placeholders(
@@ -165,8 +173,7 @@ def effective_args(
     version = settings.version
     speculative = speculative_on(settings, draft_folder)
     problems: list[str] = []
-    configured = any(flag.startswith(SPECULATIVE_FLAGS) for flag in settings.args)
-    if speculative and draft_folder is None and not configured:
+    if speculative and draft_folder is None and not configures_speculation(settings):
         problems.append(
             "speculative decoding is on but no draft model is configured: set "
             "draft_model_repo, or give the method in engine.args (--speculative-config / "

@@ -51,21 +51,10 @@ class CatalogueNotFound(LookupError):
 class Parser:
     """How a release's command-line parser reads flag names (the catalogue's ``parser``)."""
 
-    prog: str
+    prog: str  # "" where the release names none (argparse then uses the script's name)
     allow_abbrev: bool  # argparse prefix matching: a unique prefix stands for the flag
     underscores: bool  # `--max_model_len` is read as `--max-model-len`
     dotted_json: bool  # `--speculative-config.method X` sets one key of a JSON flag
-
-
-# For a catalogue without a `parser` section (every committed one has it): what the engines'
-# sources say. SGLang builds a plain argparse.ArgumentParser (allow_abbrev defaults to True)
-# in sglang/srt/server_args.py prepare_server_args; vLLM's FlexibleArgumentParser
-# (vllm/utils/argparse_utils.py) turns `_` into `-`, expands dotted keys into JSON and keeps
-# argparse's abbreviations.
-PARSER_FALLBACK = {
-    "sglang": Parser("sglang serve", allow_abbrev=True, underscores=False, dotted_json=False),
-    "vllm": Parser("vllm serve", allow_abbrev=True, underscores=True, dotted_json=True),
-}
 
 
 @dataclass(frozen=True)
@@ -164,16 +153,12 @@ def load_catalogue(engine: str, version: str) -> Catalogue:
         )
     data = json.loads(path.read_text(encoding="utf-8"))
     flags = {name: FlagSpec.from_json(spec) for name, spec in data["flags"].items()}
-    recorded = data.get("parser")
-    parser = (
-        Parser(
-            prog=str(recorded.get("prog", PARSER_FALLBACK[engine].prog)),
-            allow_abbrev=bool(recorded["allow_abbrev"]),
-            underscores=bool(recorded["underscores"]),
-            dotted_json=bool(recorded["dotted_json"]),
-        )
-        if recorded
-        else PARSER_FALLBACK[engine]
+    recorded = data["parser"]  # every catalogue records it (tools/catalogue)
+    parser = Parser(
+        prog=recorded.get("prog") or "",
+        allow_abbrev=bool(recorded["allow_abbrev"]),
+        underscores=bool(recorded["underscores"]),
+        dotted_json=bool(recorded["dotted_json"]),
     )
     env = frozenset(data["env"]) if isinstance(data.get("env"), list) else None
     return Catalogue(
@@ -206,9 +191,9 @@ def _problems_for(catalogue: Catalogue, name: str, value: Any) -> list[str]:
         return [f"{name}: {_unknown(catalogue, name)}"]
     if reading.path:
         return _json_key_problem(catalogue, name, value)
-    name = reading.flag if reading.abbreviates else name
-    spec = catalogue.spec(name) or catalogue.spec(reading.flag)
-    assert spec is not None  # read() only returns catalogued flags
+    # as written when it is a spelling of the catalogue (an alias keeps its own), else as read
+    name = name if name in catalogue.flags else reading.flag
+    spec = catalogue.flags[name]
     if spec.deprecated:
         better = f"; use {spec.replaced_by}" if spec.replaced_by else ""
         return [f"{name}: deprecated in {_title(catalogue)}{better}"]

@@ -112,15 +112,15 @@ def parse_unit(text: str) -> list[Directive]:
     return directives
 
 
-def unspecify(text: str) -> str:
-    """systemd's specifier expansion where the only specifier allowed is ``%%``."""
+def _undouble(text: str, sign: str, what: str) -> str:
+    """``text`` with ``sign`` doubled read as one; any other use of it is ``Malformed``."""
     out = []
     i = 0
     while i < len(text):
-        if text[i] == "%":
-            if text[i + 1 : i + 2] != "%":
-                raise Malformed(f"specifier {text[i : i + 2]!r} would be expanded in {text!r}")
-            out.append("%")
+        if text[i] == sign:
+            if text[i + 1 : i + 2] != sign:
+                raise Malformed(f"{what} {text[i : i + 2]!r} would be expanded in {text!r}")
+            out.append(sign)
             i += 2
         else:
             out.append(text[i])
@@ -128,20 +128,14 @@ def unspecify(text: str) -> str:
     return "".join(out)
 
 
+def unspecify(text: str) -> str:
+    """systemd's specifier expansion where the only specifier allowed is ``%%``."""
+    return _undouble(text, "%", "specifier")
+
+
 def unvariable(word: str) -> str:
     """systemd's variable expansion in an Exec word where the only form allowed is ``$$``."""
-    out = []
-    i = 0
-    while i < len(word):
-        if word[i] == "$":
-            if word[i + 1 : i + 2] != "$":
-                raise Malformed(f"variable {word[i : i + 2]!r} would be expanded in {word!r}")
-            out.append("$")
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return "".join(out)
+    return _undouble(word, "$", "variable")
 
 
 def split_words(line: str) -> list[str]:

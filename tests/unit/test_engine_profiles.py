@@ -274,3 +274,11 @@ def test_sglang_abbreviations_are_written_out():
     assert args["--mem-fraction-static"] == 0.7 and "--mem-frac" not in args
     [note] = spelling_notes("sglang", "0.5.10", settings.args)
     assert note.startswith("--mem-frac: SGLang 0.5.10 reads it as --mem-fraction-static")
+
+
+def test_a_speculative_method_is_seen_in_any_spelling_the_release_reads():
+    abbreviated = EngineSettings(name="sglang", args={"--speculative-algo": "NGRAM"})
+    assert speculative_on(abbreviated, None)  # argparse reads --speculative-algorithm
+    dotted = EngineSettings(name="vllm", args={"--speculative_config.method": "ngram"})
+    assert speculative_on(dotted, None)
+    assert not speculative_on(EngineSettings(name="vllm", args={"--max-num-seqs": 4}), None)

@@ -109,3 +109,23 @@ def test_an_unreadable_config_says_why_and_never_shows_the_token():
 
 def test_no_model_repo_is_unknown():
     assert isinstance(read_model_class(spark(model_repo=None), Recorder({})), UnknownModel)
+
+
+def test_the_sparks_of_a_pair_read_their_shared_model_once():
+    from sparkdeploy.inventory import build_inventory
+    from tests.twins import harness
+
+    asked: list[str] = []
+
+    def read(spark: SparkSettings) -> ModelClass:
+        asked.append(spark.ssh_host)
+        return ModelClass.from_config(cfg.QWEN3_DENSE)
+
+    document = {
+        "defaults": {"ssh_user": "nvidia", "model_repo": "org/m", "engine": {"name": "vllm"}},
+        "sparks": {
+            f"s{n}": {"ssh_host": f"s{n}.local", "qsfp": harness.qsfp_plan(n)} for n in (1, 2)
+        },
+    }
+    build_inventory(document, "inventory/sparks.yml", read)
+    assert asked == ["s1.local"]
