@@ -11,8 +11,9 @@ nothing.
 from pyinfra import config
 
 from sparkdeploy.deploys.engine import serve
+from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
-from sparkdeploy.deploys.models import folders, huggingface
+from sparkdeploy.deploys.models import huggingface
 from sparkdeploy.deploys.qsfp import network, proof
 from sparkdeploy.reports import notices
 
@@ -25,7 +26,7 @@ drm.remove_drm_override()
 network.configure_qsfp_network()
 proof.prove_qsfp_path()
 huggingface.configure_huggingface()
-folders.prepare_models()
+fetch.fetch_everything()
 memory.guard_memory()
 serve.serve_model()
 reboot.reboot_when_needed()

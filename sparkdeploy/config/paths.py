@@ -43,6 +43,14 @@ DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
 ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
 MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
 RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
+# Long work (model downloads, image pulls and readings) runs on the Spark as the systemd job
+# spark-fetch@ID.service, independent of the deploy's SSH session: spark-fetch is the job,
+# FETCH_JOBS holds each job's spec (ID.json) and progress (ID.status.json), IMAGE_READINGS
+# what was read from each image, by image ID (<hex>.json).
+FETCH_BIN = "/usr/local/sbin/spark-fetch"
+FETCH_UNIT = SYSTEMD_DIR + "/spark-fetch@.service"
+FETCH_JOBS = "/var/lib/spark-deploy/fetch"
+IMAGE_READINGS = "/var/lib/spark-deploy/images"
 OOM_DROP_IN = SYSTEMD_DIR + "/{unit}.d/spark-deploy-oom.conf"
 CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file
 ENGINE_UNIT = SYSTEMD_DIR + "/{unit}"
@@ -143,6 +151,8 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
         ManagedFile(ENGINE_HEALTH, mode="755"),
         ManagedFile(MODEL_CHECK_BIN, mode="755"),
         ManagedFile(RAY_WAIT, mode="755"),
+        ManagedFile(FETCH_BIN, mode="755"),
+        ManagedFile(FETCH_UNIT),
         *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),
     ]
     if spark.qsfp:

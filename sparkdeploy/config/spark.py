@@ -184,6 +184,14 @@ class SparkSettings(BaseModel):
         description="Environment variable on the laptop holding the HF token. When it is set, "
         "the token lands in the operator's ~/.cache/huggingface/token (0600).",
     )
+    fetch_timeout: int = Field(
+        21600,
+        ge=60,
+        le=7 * 86400,
+        description="Seconds the deploy waits for the engine image and model downloads, which "
+        "run on the Spark as spark-fetch@ jobs. They go on after it; the next run attaches "
+        "to them.",
+    )
     model_dir: ModelDir = Field(
         "/opt/models",
         description="Absolute path of the folder the models go in (not a system tree such as "

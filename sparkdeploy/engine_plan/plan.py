@@ -130,6 +130,8 @@ class EnginePlan:
     alerts: AlertPlan | None = None  # Prometheus rules and scrape config (engine.alerts)
     accepted_rules: tuple[tuple[str, str], ...] = ()  # (GB10 rule id, reason): engine.accept
     shipped: tuple[Shipped, ...] = ()  # engine.files and engine.mods, written on the Spark
+    version: str = ""  # the release whose catalogue the flags were checked against
+    flags: tuple[str, ...] = ()  # the server's flags as the unit writes them (argv words)
 
     @property
     def main(self) -> EngineService:
@@ -336,6 +338,8 @@ def plan_engine(
         if settings.alerts
         else None,
         accepted_rules=judgement.accepted,
+        version=settings.version,
+        flags=flags,
     )
     return plan, warnings
 

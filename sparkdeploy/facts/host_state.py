@@ -16,6 +16,7 @@ from sparkdeploy.config.paths import (
     GAI_CONF,
     HF_CLI_VENV,
     HOME,
+    IMAGE_READINGS,
     managed_files,
 )
 from sparkdeploy.escape import shell
@@ -44,6 +45,8 @@ class HostState:
     models: dict[str, dict]  # model folder -> model_check.py result
     units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
     owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
+    image_id: str = ""  # ID of the engine image on the Spark, "" when it is not there
+    image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
 
 
 # Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
@@ -98,6 +101,8 @@ class SparkHostState(FactBase):
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
         owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
+        image sha256:9f2a6c1e0b7d4c5a8e3f1b2d6c7a8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9
+        reading {"id": "sha256:9f2a...", "engine": "sglang", "release": "0.5.10", "ray": false, "flags": ["--port"]}
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
@@ -107,6 +112,7 @@ class SparkHostState(FactBase):
         models: tuple[str, ...],
         units: tuple[str, ...] = (),
         owned_globs: tuple[str, ...] = (),
+        image: str = "",
     ) -> str:
         quoted_user = shell(user)
         files = " ".join(shell(path) for path in paths if not path.startswith(HOME))
@@ -146,6 +152,17 @@ class SparkHostState(FactBase):
                 ),
                 *(
                     [
+                        # the engine image: its ID, and what was read from it (by ID)
+                        f"id=$(docker image inspect -f '{{{{.Id}}}}' {shell(image)} 2>/dev/null)",
+                        'printf "image %s\\n" "${id:--}"',
+                        f'r={IMAGE_READINGS}/"${{id#sha256:}}".json',
+                        '[ -z "$id" ] || [ ! -s "$r" ] || printf "reading %s\\n" "$(cat "$r")"',
+                    ]
+                    if image
+                    else []
+                ),
+                *(
+                    [
                         f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
                         " | sed 's/^/model /'"
                     ]
@@ -162,6 +179,7 @@ class SparkHostState(FactBase):
         models: dict[str, dict] = {}
         units: dict[str, tuple[str, str]] = {}
         owned: set[str] = set()
+        reading: dict | None = None
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
@@ -176,6 +194,11 @@ class SparkHostState(FactBase):
                 units[fields[0]] = (fields[1], fields[2])
             elif kind == "owned" and fields:
                 owned.add(fields[0])
+            elif kind == "reading":
+                try:
+                    reading = json.loads(rest)
+                except ValueError:
+                    reading = None  # a torn cache file: read the image again
             else:
                 values[kind] = rest.strip()
         home, _, group = values.get("user", "").partition(" ")
@@ -191,6 +214,8 @@ class SparkHostState(FactBase):
             models=models,
             units=units,
             owned=frozenset(owned),
+            image_id="" if values.get("image", "-") == "-" else values["image"],
+            image_reading=reading,
         )
 
 
@@ -214,4 +239,5 @@ def host_state() -> HostState:
         models=models,
         units=plan.units if plan else (),
         owned_globs=ENGINE_FILE_GLOBS,
+        image=plan.image if plan else "",
     )

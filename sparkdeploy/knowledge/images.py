@@ -12,6 +12,7 @@ image's ENTRYPOINT starts the engine or the server must be given as the containe
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -168,3 +169,22 @@ def pinning_problem(engine: str, image: str) -> str | None:
 def server_command(engine: str) -> tuple[str, ...]:
     """The command that starts ``engine``'s server in its image."""
     return tuple(images()[engine]["server"])
+
+
+def reading_script(engine: str) -> str:
+    """
+    The ``sh`` script spark-fetch runs in a container of an image (no GPU, no network) to
+    read what it holds: ``release R`` (the engine's installed distribution), ``ray yes|no``,
+    then ``--- help`` and the engine's own --help (images.yaml ``introspection``).
+    """
+    found = images()[engine]["introspection"]
+    package = found["package"]
+    version = f"import importlib.metadata as m; print('release', m.version({package!r}))"
+    return "\n".join(
+        [
+            f"python3 -c {shlex.quote(version)} 2>/dev/null || echo 'release '",
+            "if command -v ray >/dev/null 2>&1; then echo 'ray yes'; else echo 'ray no'; fi",
+            "echo '--- help'",
+            " ".join(shlex.quote(word) for word in found["help"]) + " 2>&1",
+        ]
+    )

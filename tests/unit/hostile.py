@@ -26,6 +26,7 @@ each file read back that way.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import unicodedata
@@ -33,18 +34,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyinfra.api import Config, State
-from pyinfra.api import Inventory as PyinfraInventory
-
 from sparkdeploy.deploys.engine.units import unit_text
-from sparkdeploy.deploys.models.folders import folder_arguments, hf_environment, model_folder
+from sparkdeploy.deploys.fetch import jobs as fetch_jobs
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
-from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.facts.preflight import SparkPreflight
 from sparkdeploy.facts.roce import Gid, RailGid, gid_table_command
 from sparkdeploy.inventory import Inventory
 from sparkdeploy.render import render
-from tests.unit.operations import given, host_state, run
 
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # the shape of a Hugging Face token
 assert len(TOKEN) == 3 + 34
@@ -289,21 +285,31 @@ def read_sudoers(text: str) -> tuple[str, ...]:
 OPERATOR_GROUP = "nvidia"  # the group the host-state sample gives the operator
 
 
-def folder_commands(inventory: Inventory) -> dict[str, tuple[tuple[str, ...], ...]]:
-    """Per Spark, the words of the commands that download and seal its model folders on a
-    fresh Spark (what ``prepare_models`` runs), as the shell reads them."""
-    pyinfra = PyinfraInventory((inventory.pyinfra_hosts(), {}))
-    State(pyinfra, Config())
-    commands = {}
+JOB_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")  # a unit instance name systemd takes as is
+
+
+def fetch_specs(inventory: Inventory) -> dict[str, tuple[Any, ...]]:
+    """Per Spark, the specs of its model-folder jobs as spark-fetch reads them: the JSON the
+    start command's printf writes, after the shell has read that command. A job ID that is
+    not a plain unit instance name is ``Malformed``."""
+    specs = {}
     for name, spark in inventory.sparks.items():
-        host = pyinfra.get_host(name)
-        given(host, SparkHostState, host_state(models={}))
-        words: list[tuple[str, ...]] = []
-        for arguments in folder_arguments(spark, OPERATOR_GROUP):
-            outcome = run(model_folder, host, **arguments)
-            words += [shell_words(command) for command in outcome.commands]
-        commands[name] = tuple(words)
-    return commands
+        jobs = fetch_jobs.model_jobs(spark, OPERATOR_GROUP)
+        for job in jobs:
+            if not JOB_ID.fullmatch(job.id):
+                raise Malformed(f"job ID {job.id!r} is not a plain unit instance name")
+        words = shell_words(fetch_jobs.start_command(jobs))
+        found = []
+        for word in words:
+            if word.startswith('{"'):
+                try:
+                    found.append(json.loads(word))
+                except ValueError:
+                    raise Malformed(f"spec {word!r} is not JSON") from None
+        if len(found) != len(jobs):
+            raise Malformed(f"{len(jobs)} jobs, {len(found)} specs read back")
+        specs[name] = tuple(found)
+    return specs
 
 
 def proven_rails(inventory: Inventory, name: str) -> list[RailGid]:
@@ -341,7 +347,7 @@ def written(inventory: Inventory, commands: bool = False) -> dict[str, Any]:
         read[f"{name}: hf.env"] = hf_env
         read[f"{name}: preflight"] = shell_words(SparkPreflight().command(spark.model_dir))
         read[f"{name}: gid table"] = shell_words(gid_table_command(spark.sysfs_root))
-        read[f"{name}: hf env prefix"] = shell_words(hf_environment(spark))
+        read[f"{name}: hf env"] = fetch_jobs.hf_env(spark)
         place = inventory.topology[name]
         if place.paired:
             nccl = read_env_file(nccl_env(place, proven_rails(inventory, name)))
@@ -361,8 +367,8 @@ def written(inventory: Inventory, commands: bool = False) -> dict[str, Any]:
             )
             read[f"{name}: sudoers {service.unit_base}"] = read_sudoers(sudoers)
     if commands:
-        for name, words in folder_commands(inventory).items():
-            read[f"{name}: model folder commands"] = words
+        for name, specs in fetch_specs(inventory).items():
+            read[f"{name}: model folder jobs"] = specs
     return read
 
 

@@ -70,7 +70,8 @@ def directive(unit: str, key: str) -> list[str]:
 def test_sglang_single_node_unit():
     unit = rendered("s1", {"name": "sglang"})
     words = exec_start(unit)
-    assert words[:3] == ["/usr/bin/docker", "run", "--name"]
+    # the image is on the Spark before the unit is written: the unit never pulls
+    assert words[:5] == ["/usr/bin/docker", "run", "--pull", "never", "--name"]
     assert "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a" in words
     image = words.index("lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a")
     assert words[image + 1 : image + 4] == ["python3", "-m", "sglang.launch_server"]

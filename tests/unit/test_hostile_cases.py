@@ -224,7 +224,7 @@ def endpoint(url: str) -> Callable[[Inventory, dict[str, Any]], None]:
             ("export", f"HF_ENDPOINT={url}"),
         )
         assert dict(read[f"{HOST}: hf.env"])["HF_ENDPOINT"] == url
-        assert f"HF_ENDPOINT={url}" in read[f"{HOST}: hf env prefix"]
+        assert read[f"{HOST}: hf env"]["HF_ENDPOINT"] == url
 
     return check
 

@@ -7,6 +7,8 @@ a health check after every start.
 
 from __future__ import annotations
 
+import json
+
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
@@ -17,7 +19,7 @@ from sparkdeploy.config.paths import (
     ENGINE_HEALTH,
     ENGINE_SUDOERS,
     ENGINE_UNIT,
-    MODEL_CHECK_BIN,
+    IMAGE_READINGS,
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
@@ -28,11 +30,13 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.engine.units import DOCKER, unit_text
 from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
+from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
+from sparkdeploy.reports import notices
 
 HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
 
@@ -91,6 +95,53 @@ def serving(
         yield FunctionCommand(_check_health, (unit, port, timeout), {})
 
 
+def _judge_image(plan: EnginePlan, reading: dict) -> None:
+    """Refuse the plan when its image's engine does not take it; warnings as notices."""
+    problems, warnings = image_problems(plan, ImageReading.of(reading))
+    for warning in warnings:
+        notices.add(host.name, f"engine image: {warning}")
+    if problems:
+        raise OperationError(
+            "the engine unit was not written: " + "".join(f"\n  {problem}" for problem in problems)
+        )
+
+
+def _read_and_judge(state, host_, plan: EnginePlan) -> None:
+    """The image was fetched in this run: read what spark-fetch read from it, then judge."""
+    command = (
+        f"id=$(docker image inspect -f '{{{{.Id}}}}' {shell(plan.image)}) && "
+        f'cat {IMAGE_READINGS}/"${{id#sha256:}}".json'
+    )
+    ok, output = host_.run_shell_command(StringCommand(command), _sudo=True)
+    if not ok:
+        raise OperationError(f"no reading of {plan.image} on the Spark: {output.stderr}")
+    _judge_image(plan, json.loads(output.stdout))
+
+
+@operation()
+def image_accepts(plan: EnginePlan):
+    """
+    Check the plan against what its image holds, as read from the image on the Spark (once
+    per image ID, by spark-fetch): every flag the unit passes is one the image's engine
+    lists, the release matches the catalogue the plan was checked with, and a Ray pair's
+    image has ``ray``. Refused before the unit is written.
+
+    + plan: the engine plan of this Spark
+
+    **Example:**
+
+    .. code:: python
+
+        engine.image_accepts(plan=plan)
+    """
+    reading = host_state().image_reading
+    if reading is None or reading.get("engine") != plan.engine:
+        yield FunctionCommand(_read_and_judge, (plan,), {})
+        return
+    _judge_image(plan, reading)
+    host.noop(f"{plan.image} ({reading.get('id', '')[:19]}) takes every flag of the plan")
+
+
 @operation()
 def retired(paths: list[str]):
     """
@@ -143,9 +194,6 @@ def serve_model() -> None:
         path=ENGINE_HEALTH,
         content=file_text("spark-engine-health"),
     )
-    managed_file(
-        name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
-    )
     managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
     planned = {file.path for file in engine_files(plan)}
     retired(
@@ -154,6 +202,7 @@ def serve_model() -> None:
     )
     if plan is None:
         return
+    image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
     env_file = CONTAINER_ENV.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
     env_changed = differs(env_file, env_text)

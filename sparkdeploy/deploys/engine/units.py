@@ -32,6 +32,10 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
     words = [
         DOCKER,
         "run",
+        # The image is on the Spark before the unit is written (spark-fetch); a missing one
+        # is the deploy's error, never a pull at boot racing the start timeout.
+        "--pull",
+        "never",
         "--name",
         service.container,
         "--gpus",

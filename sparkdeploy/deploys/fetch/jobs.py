@@ -1,0 +1,231 @@
+"""
+Moving bytes onto the Spark: the engine image and the model folders, each fetched by a
+Spark-side systemd job (``spark-fetch@ID.service``) that outlives the deploy's SSH session.
+The deploy starts the jobs that are not done (or finds them running and attaches), then
+watches them from the laptop with progress, bounded, and reports a failed one with its last
+lines; the next run retries it from where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
+from pyinfra.operations import systemd
+
+from sparkdeploy.config.paths import FETCH_BIN, FETCH_JOBS, FETCH_UNIT, MODEL_CHECK_BIN
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.fetch.progress import (
+    failure_text,
+    finished_line,
+    progress_line,
+)
+from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.escape import shell
+from sparkdeploy.facts.host_state import HostState, host_state
+from sparkdeploy.knowledge.images import reading_script
+from sparkdeploy.render import file_text
+
+POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip each)
+SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
+
+
+@dataclass(frozen=True)
+class FetchJob:
+    """One thing to bring onto the Spark, and the spec its job reads."""
+
+    id: str  # the instance of spark-fetch@.service: kind, a readable slug, a digest
+    kind: str  # model | image
+    label: str  # what the laptop calls it
+    spec: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def unit(self) -> str:
+        return f"spark-fetch@{self.id}.service"
+
+    def done(self, state: HostState) -> bool:
+        """Whether the host-state fact already shows the work done."""
+        if self.kind == "model":
+            return bool(state.models.get(self.spec["folder"], {}).get("complete"))
+        reading = state.image_reading or {}
+        return bool(state.image_id) and reading.get("engine") == self.spec["engine"]
+
+
+def job_id(kind: str, name: str) -> str:
+    """``model-mistral-small-4-119b-2603-nvfp4-1a2b3c4d``: a unit instance name (letters,
+    digits and ``-`` only) that says what it fetches and is unique to it."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().rsplit("/", 1)[-1]).strip("-")[:40]
+    return f"{kind}-{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def hf_env(spark: SparkSettings) -> dict[str, str]:
+    """The environment of hf commands: the settings login shells get (hf-profile.sh.j2)."""
+    env = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_UPDATE_CHECK": "1"}
+    if spark.hf_disable_xet:
+        env["HF_HUB_DISABLE_XET"] = "1"
+    if spark.hf_endpoint:
+        env["HF_ENDPOINT"] = str(spark.hf_endpoint)
+    return env
+
+
+def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
+    """A job per model folder of the Spark (the model, the draft)."""
+    jobs = []
+    for folder, want, needs_tokenizer in spark.model_folders():
+        repo, revision = want.rsplit("@", 1)
+        label = f"model {repo}"
+        spec = {
+            "kind": "model",
+            "label": label,
+            "repo": repo,
+            "revision": revision,
+            "want": want,
+            "folder": folder,
+            "needs_tokenizer": needs_tokenizer,
+            "base_repo": spark.model_base_repo if needs_tokenizer else None,
+            "user": spark.user,
+            "group": group,
+            "env": hf_env(spark),
+        }
+        jobs.append(FetchJob(job_id("model", folder), "model", label, spec))
+    return jobs
+
+
+def image_job(plan: EnginePlan) -> FetchJob:
+    """The job that pulls the engine image (when it is not there) and reads it."""
+    label = f"image {plan.image}"
+    spec = {
+        "kind": "image",
+        "label": label,
+        "image": plan.image,
+        "engine": plan.engine,
+        "read_script": reading_script(plan.engine),
+    }
+    return FetchJob(job_id("image", plan.image), "image", label, spec)
+
+
+def start_command(jobs: list[FetchJob]) -> str:
+    """Write each job's spec and start its unit unless it is running (then it is attached
+    to): its old status goes first, so a finished job of an earlier run is not read as this
+    one's."""
+    lines = [f"install -d -m 755 {FETCH_JOBS}"]
+    for job in jobs:
+        spec = f"{FETCH_JOBS}/{job.id}.json"
+        lines += [
+            f"printf '%s\\n' {shell(json.dumps(job.spec, sort_keys=True))} > {spec}.tmp",
+            f"mv -f {spec}.tmp {spec}",
+            f"systemctl is-active -q {job.unit} || {{ rm -f {FETCH_JOBS}/{job.id}.status.json;"
+            f" systemctl reset-failed {job.unit} 2>/dev/null;"
+            f" systemctl start {job.unit}; }}",
+        ]
+    return "set -e\n" + "\n".join(lines)
+
+
+def read_statuses(host_, jobs: list[FetchJob]) -> list[dict[str, Any]]:
+    command = StringCommand(FETCH_BIN, "status", *(job.id for job in jobs))
+    ok, output = host_.run_shell_command(command, _sudo=True)
+    if not ok:
+        raise OperationError(f"{FETCH_BIN} status failed: {output.stderr}")
+    return [json.loads(line) for line in output.stdout.splitlines() if line.startswith("{")]
+
+
+def _fetch(state, host_, jobs: list[FetchJob], timeout: int) -> None:
+    """Report what an earlier run left, start or attach, then watch until every job is done
+    (or one fails, or the wait ends: the jobs go on, the next run attaches)."""
+    units = {job.id: job.unit for job in jobs}
+    for status in read_statuses(host_, jobs):
+        if status["unit"] in ("active", "activating"):
+            logger.info(f"{host_.print_prefix}attaching to {units[status['id']]}, still running")
+        elif status.get("state") == "failed":
+            logger.warning(
+                f"{host_.print_prefix}the last attempt: {failure_text(status, units[status['id']])}"
+                "\n  retrying now"
+            )
+    ok, output = host_.run_shell_command(StringCommand(start_command(jobs)), _sudo=True)
+    if not ok:
+        raise OperationError(f"could not start the fetch jobs: {output.stderr}")
+    terminal = sys.stdout.isatty()
+    deadline = time.monotonic() + timeout
+    shown = 0.0
+    while True:
+        gevent.sleep(POLL_EVERY)
+        statuses = read_statuses(host_, jobs)
+        for status in statuses:  # stopped before it could write a status
+            if status.get("state") == "none" and status["unit"] not in ("active", "activating"):
+                status.update(state="failed", error=f"{units[status['id']]} did not start")
+        failed = [s for s in statuses if s.get("state") == "failed"]
+        if failed:
+            raise OperationError(
+                "\n".join(failure_text(status, units[status["id"]]) for status in failed)
+            )
+        running = [s for s in statuses if s.get("state") != "done"]
+        if not running:
+            for status in statuses:
+                logger.info(f"{host_.print_prefix}{finished_line(status)}")
+            return
+        if time.monotonic() > deadline:
+            follow = " ".join(f"-u {units[s['id']]}" for s in running)
+            raise OperationError(
+                f"still fetching after {timeout} s (fetch_timeout): "
+                f"{progress_line(running, False)}\n  the jobs go on on the Spark; follow them "
+                f"with `journalctl -f {follow}` and run the deploy again to attach"
+            )
+        if time.monotonic() - shown >= SHOW_EVERY:
+            logger.info(f"{host_.print_prefix}{progress_line(running, terminal)}")
+            shown = time.monotonic()
+
+
+@operation()
+def fetched(jobs: list[FetchJob], timeout: int = 21600):
+    """
+    Bring the images and model folders of ``jobs`` onto the Spark: start a Spark-side job
+    (``spark-fetch@ID.service``) for each one not there yet, or attach to it when it is
+    already running, and wait, showing progress, until all are done.
+
+    + jobs: what to fetch (``model_jobs``, ``image_job``)
+    + timeout: seconds to wait; the jobs go on after it, and the next run attaches
+
+    **Example:**
+
+    .. code:: python
+
+        fetch.fetched(jobs=[image_job(plan), *model_jobs(spark, "nvidia")])
+    """
+    state = host_state()
+    missing = [job for job in jobs if not job.done(state)]
+    if not missing:
+        host.noop("every image and model folder is on the Spark")
+        return
+    yield FunctionCommand(_fetch, (missing, timeout), {})
+
+
+@deploy("Fetch the engine image and the model folders")
+def fetch_everything() -> None:
+    spark: SparkSettings = host.data.spark
+    plan: EnginePlan | None = host.data.get("engine_plan")
+    state = host_state()
+    managed_file(
+        name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
+    )
+    managed_file(name="Install spark-fetch", path=FETCH_BIN, content=file_text("fetch_job.py"))
+    unit = managed_file(
+        name="Install spark-fetch@.service",
+        path=FETCH_UNIT,
+        content=file_text("spark-fetch@.service"),
+    )
+    systemd.daemon_reload(name="Reload systemd units", _if=unit.did_change)
+    jobs = [*([image_job(plan)] if plan else []), *model_jobs(spark, state.user_group)]
+    fetched(
+        name="Fetch the engine image and the model folders (Spark-side jobs)",
+        jobs=jobs,
+        timeout=spark.fetch_timeout,
+    )

@@ -1,0 +1,155 @@
+"""spark-fetch (files/fetch_job.py), the Spark-side job, in its parts: docker's terminal
+output read as bytes, a model folder's bytes on disk, the disk check, the status file and the
+status a laptop reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_job(jobs: Path) -> ModuleType:
+    os.environ["SPARK_FETCH_JOBS"] = str(jobs)
+    spec = importlib.util.spec_from_file_location("fetch_job", ROOT / "files" / "fetch_job.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> ModuleType:
+    return load_job(tmp_path)
+
+
+# docker 28's terminal output for a pull of two layers: each layer's line rewritten in place
+# (cursor up, clear line), bars as moby's JSONProgress.String prints them.
+UP, CLEAR = "\x1b[2A", "\x1b[2K"
+PULL = [
+    "v0.33.0: Pulling from vllm/vllm-openai\r\n",
+    "0123456789ab: Pulling fs layer \r\n",
+    "fedcba987654: Pulling fs layer \r\n",
+    f"{UP}{CLEAR}\r0123456789ab: Downloading [=>                                                 ]"
+    "  1.049MB/45.6MB\r\n",
+    f"{CLEAR}\rfedcba987654: Downloading [==========>                                        ]"
+    "  512kB/2.5MB\r\n",
+    f"{UP}{CLEAR}\r0123456789ab: Downloading [=========================>                         ]"
+    "   22.8MB/45.6MB\r\n",
+    f"{CLEAR}\rfedcba987654: Download complete \r\n",
+]
+
+
+def test_docker_bars_are_read_as_bytes_per_layer(job: ModuleType):
+    progress = job.PullProgress({})
+    shown = []
+    for chunk in PULL[:3]:
+        shown += progress.feed(chunk)
+    assert shown == [
+        "v0.33.0: Pulling from vllm/vllm-openai",
+        "0123456789ab: Pulling fs layer",
+        "fedcba987654: Pulling fs layer",
+    ]
+    assert progress.feed(PULL[3]) == [] and progress.feed(PULL[4]) == []  # bars are not lines
+    assert (progress.done, progress.total) == (1_049_000 + 512_000, 45_600_000 + 2_500_000)
+    progress.feed(PULL[5] + PULL[6])
+    assert progress.done == 22_800_000 + 2_500_000  # a finished layer counts whole
+
+
+def test_the_manifest_sizes_are_the_total_and_layers_present_count_as_done(job: ModuleType):
+    progress = job.PullProgress({"0123456789ab": 45_600_123, "fedcba987654": 2_500_001})
+    assert progress.total == 48_100_124 and progress.done == 0
+    progress.feed("fedcba987654: Already exists\n0123456789ab: Downloading [>   ]  1MB/45.6MB\r")
+    assert progress.done == 2_500_001 + 1_000_000
+    assert progress.total == 48_100_124  # the bar's rounded size does not replace the manifest's
+
+
+def test_a_line_split_across_reads_is_read_once_whole(job: ModuleType):
+    progress = job.PullProgress({})
+    assert progress.feed("0123456789ab: Down") == []
+    progress.feed("loading [=>   ]  2MB/4MB\r")
+    assert progress.done == 2_000_000
+
+
+def test_a_folder_counts_finished_files_and_partial_ones(job: ModuleType, tmp_path: Path):
+    folder = tmp_path / "m"
+    (folder / ".cache/huggingface/download").mkdir(parents=True)
+    (folder / "config.json").write_bytes(b"x" * 100)
+    (folder / ".cache/huggingface/download/ab12.cd34.0a1b2c3d.incomplete").write_bytes(b"y" * 7)
+    (folder / "unrelated.bin").write_bytes(b"z" * 1000)  # not a file of the revision
+    files = {"config.json": 100, "model.safetensors": 50}
+    assert job.folder_bytes(folder, files) == 107
+
+
+def test_the_disk_check_names_both_numbers_and_the_folder(job: ModuleType, tmp_path: Path):
+    folder, free = job.free_bytes(str(tmp_path / "not" / "yet"))
+    assert folder == str(tmp_path)
+    with pytest.raises(job.JobError) as caught:
+        job.check_room("o/m (66.0 GB)", str(tmp_path / "not" / "yet"), free)
+    text = str(caught.value)
+    assert text.startswith(f"not enough disk for o/m (66.0 GB): it needs {job.human(free)} more")
+    assert f"at {tmp_path}, which has {job.human(free)} free (keeping 2.1 GB spare)" in text
+    job.check_room("small", str(tmp_path), 1)  # fits: no error
+
+
+def test_the_status_file_is_whole_at_every_write_and_carries_a_rate(
+    job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    clock = iter([100.0, 101.0, 103.0])
+    monkeypatch.setattr(job.time, "time", lambda: next(clock))
+    status = job.Status("model-x-1", "model o/x")
+    status.update(force=True, done=0, total=10)
+    status.update(done=4)
+    status.update(done=10)
+    written = json.loads((tmp_path / "model-x-1.status.json").read_text())
+    assert written["done"] == 10 and written["rate"] == pytest.approx(10 / 3)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def fake_tools(folder: Path, active: str, journal: str) -> None:
+    """systemctl and journalctl as the status command asks them (show -p, -u -n)."""
+    folder.mkdir()
+    for name, output in (("systemctl", active), ("journalctl", journal)):
+        path = folder / name
+        path.write_text(f"#!/bin/sh\nprintf '%s\\n' '{output}'\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.mark.parametrize(
+    "active, written, state",
+    [
+        ("active", {"state": "running"}, "running"),
+        ("inactive", {"state": "running"}, "failed"),  # killed before it could say so
+        ("inactive", {"state": "done"}, "done"),
+        ("inactive", None, "none"),  # never started: the laptop decides
+    ],
+)
+def test_the_status_a_laptop_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, active, written, state
+):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    job = load_job(jobs)
+    fake_tools(tmp_path / "bin", active, "last journal line")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    if written:
+        (jobs / "image-x-1.status.json").write_text(json.dumps({"id": "image-x-1", **written}))
+    found = job.job_status("image-x-1")
+    assert (found["unit"], found["state"]) == (active, state)
+    if state == "failed":
+        assert found["error"] == "spark-fetch@image-x-1.service stopped before it finished"
+        assert found["lines"] == ["last journal line"]
+
+
+def test_the_command_line(job: ModuleType, capsys: pytest.CaptureFixture[str]):
+    assert job.main([]) == 2
+    assert "spark-fetch run ID" in capsys.readouterr().err
+    assert sys.modules.get("fetch_job") is None  # loaded as a file, as the Spark runs it

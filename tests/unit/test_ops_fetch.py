@@ -1,0 +1,354 @@
+"""Fetch jobs (image and model folders): facts in, the jobs started out; the laptop's watch
+of them against statuses as spark-fetch prints them; the plan against its image."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+import pytest
+from pyinfra.api import OperationError
+
+from sparkdeploy.config.paths import FETCH_BIN, FETCH_JOBS
+from sparkdeploy.deploys.engine.serve import image_accepts
+from sparkdeploy.deploys.fetch import jobs as fetch
+from sparkdeploy.deploys.fetch.progress import job_line, progress_line
+from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
+from sparkdeploy.facts.host_state import SparkHostState
+from tests.unit.operations import given, host_state, run, spark
+
+MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
+DRAFT = "/opt/models/Mistral-Small-4-119B-2603-eagle"
+REPOS = {
+    "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
+    "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",
+    "draft_model_repo": "mistralai/Mistral-Small-4-119B-2603-eagle",
+}
+IMAGE = "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a"
+
+
+def jobs_of(host) -> list[fetch.FetchJob]:
+    plan = host.data.get("engine_plan")
+    return [
+        *([fetch.image_job(plan)] if plan else []),
+        *fetch.model_jobs(host.data.spark, "nvidia"),
+    ]
+
+
+def complete(*folders: str) -> dict[str, dict]:
+    return {folder: {"folder": folder, "complete": True} for folder in folders}
+
+
+# --- which jobs start --------------------------------------------------------------------
+
+
+def test_everything_on_the_spark_is_a_noop():
+    host = spark(**REPOS, engine={"name": "sglang"})
+    reading = {"id": "sha256:ab", "engine": "sglang", "flags": []}
+    given(
+        host,
+        SparkHostState,
+        host_state(models=complete(MODEL, DRAFT), image_id="sha256:ab", image_reading=reading),
+    )
+    outcome = run(fetch.fetched, host, jobs=jobs_of(host))
+    assert outcome.commands == []
+    assert outcome.noop == "every image and model folder is on the Spark"
+
+
+def test_only_what_is_missing_is_fetched():
+    host = spark(**REPOS, engine={"name": "sglang"})
+    reading = {"id": "sha256:ab", "engine": "sglang", "flags": []}
+    given(
+        host,
+        SparkHostState,
+        host_state(models=complete(MODEL), image_id="sha256:ab", image_reading=reading),
+    )
+    outcome = run(fetch.fetched, host, jobs=jobs_of(host), timeout=60)
+    assert outcome.commands == ["call _fetch"]
+    [callback] = outcome.callbacks
+    missing, timeout = callback.args
+    assert [job.spec.get("folder") for job in missing] == [DRAFT] and timeout == 60
+
+
+@pytest.mark.parametrize(
+    "image_id, reading",
+    [
+        ("", None),  # not pulled
+        ("sha256:ab", None),  # pulled (or loaded by hand) but never read
+        ("sha256:ab", {"id": "sha256:ab", "engine": "vllm"}),  # read for another engine
+    ],
+)
+def test_an_image_not_there_or_not_read_for_this_engine_is_fetched(image_id, reading):
+    host = spark(**REPOS, engine={"name": "sglang"})
+    given(
+        host,
+        SparkHostState,
+        host_state(models=complete(MODEL, DRAFT), image_id=image_id, image_reading=reading),
+    )
+    outcome = run(fetch.fetched, host, jobs=jobs_of(host))
+    [callback] = outcome.callbacks
+    assert [job.kind for job in callback.args[0]] == ["image"]
+
+
+def test_the_specs_say_what_each_job_fetches_and_how():
+    host = spark(**REPOS, engine={"name": "sglang"}, hf_endpoint="https://hub.example.org")
+    image, model, draft = jobs_of(host)
+    assert image.spec == {
+        "kind": "image",
+        "label": f"image {IMAGE}",
+        "image": IMAGE,
+        "engine": "sglang",
+        "read_script": image.spec["read_script"],
+    }
+    assert "python3 -m sglang.launch_server --help" in image.spec["read_script"]
+    assert model.spec["repo"] == REPOS["model_repo"] and model.spec["folder"] == MODEL
+    assert model.spec["base_repo"] == REPOS["model_base_repo"] and model.spec["needs_tokenizer"]
+    assert draft.spec["base_repo"] is None and not draft.spec["needs_tokenizer"]
+    assert model.spec["env"] == {
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_ENDPOINT": "https://hub.example.org",
+    }
+    assert model.spec["user"] == host.data.spark.user
+
+
+def test_job_ids_are_plain_unit_instances_unique_to_what_they_fetch():
+    first = fetch.job_id("model", "/opt/models/Org.Model_v2")
+    second = fetch.job_id("model", "/opt/models/org-model-v2")
+    assert first.startswith("model-org-model-v2-") and second.startswith("model-org-model-v2-")
+    assert first != second
+    for value in (first, second, fetch.job_id("image", "nvcr.io/nvidia/vllm:26.05-py3")):
+        assert all(c.isdigit() or c == "-" or "a" <= c <= "z" for c in value)
+        assert len(value) <= 64
+
+
+def test_the_start_command_writes_each_spec_and_starts_only_a_job_not_running():
+    host = spark(**REPOS)
+    [model, _] = fetch.model_jobs(host.data.spark, "nvidia")
+    command = fetch.start_command([model])
+    spec = f"{FETCH_JOBS}/{model.id}.json"
+    lines = command.splitlines()
+    assert lines[0] == "set -e" and lines[1] == f"install -d -m 755 {FETCH_JOBS}"
+    assert lines[2].startswith("printf '%s\\n' '{") and lines[2].endswith(f"' > {spec}.tmp")
+    assert lines[3] == f"mv -f {spec}.tmp {spec}"
+    assert lines[4] == (
+        f"systemctl is-active -q {model.unit} || {{ rm -f {FETCH_JOBS}/{model.id}.status.json;"
+        f" systemctl reset-failed {model.unit} 2>/dev/null; systemctl start {model.unit}; }}"
+    )
+
+
+# --- the watch -------------------------------------------------------------------------
+
+
+@dataclass
+class Output:
+    stdout: str = ""
+    stderr: str = ""
+
+
+@dataclass
+class Spark:
+    """A host whose spark-fetch answers with the given statuses, one list per look."""
+
+    looks: list[list[dict[str, Any]]]
+    print_prefix: str = "[spark-1] "
+    commands: list[str] = field(default_factory=list)
+
+    def run_shell_command(self, command, _sudo=False):
+        text = command.get_raw_value() if hasattr(command, "get_raw_value") else str(command)
+        self.commands.append(text)
+        if text.startswith(FETCH_BIN):
+            statuses = self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
+            return True, Output("\n".join(json.dumps(s) for s in statuses))
+        return True, Output()
+
+
+def watching(looks, jobs, timeout=600, clock=None):
+    spark_ = Spark(looks)
+    logged: list[str] = []
+    sink = mock.Mock(info=logged.append, warning=logged.append)
+    with (
+        mock.patch.object(fetch, "logger", sink),
+        mock.patch.object(fetch.gevent, "sleep", lambda _: None),
+        mock.patch.object(fetch.time, "monotonic", clock or iter(range(0, 10**6, 10)).__next__),
+    ):
+        fetch._fetch(None, spark_, jobs, timeout)
+    return spark_, logged
+
+
+def a_model_job() -> fetch.FetchJob:
+    return fetch.model_jobs(spark(**REPOS).data.spark, "nvidia")[0]
+
+
+def status(job, **values) -> dict[str, Any]:
+    return {"id": job.id, "label": job.label, "unit": "active", **values}
+
+
+def test_progress_is_shown_until_the_job_is_done():
+    job = a_model_job()
+    looks = [
+        [status(job, unit="inactive", state="none")],  # before the start
+        [status(job, state="running", phase="download", done=10**9, total=4 * 10**9, rate=10**8)],
+        [
+            status(
+                job,
+                unit="inactive",
+                state="done",
+                phase="done",
+                total=4 * 10**9,
+                started=0,
+                finished=40,
+            )
+        ],  # fmt: skip
+    ]
+    spark_, logged = watching(looks, [job])
+    assert any(command.startswith("set -e") for command in spark_.commands)
+    assert any(
+        "model mistralai/Mistral-Small-4-119B-2603-NVFP4: 1.0 GB of 4.0 GB (25%), "
+        "100.0 MB/s, 30s left" in line
+        for line in logged
+    ), logged
+    assert logged[-1].endswith("done, 4.0 GB in 40s (100.0 MB/s)")
+
+
+def test_a_running_job_is_attached_to_and_an_earlier_failure_reported_before_the_retry():
+    job, other = fetch.model_jobs(spark(**REPOS).data.spark, "nvidia")
+    before = [
+        status(job, state="running"),
+        status(other, unit="failed", state="failed", error="hf download failed", lines=["boom"]),
+    ]
+    done = [status(j, unit="inactive", state="done") for j in (job, other)]
+    _, logged = watching([before, done], [job, other])
+    assert f"attaching to {job.unit}, still running" in logged[0]
+    assert "the last attempt: model" in logged[1] and "hf download failed" in logged[1]
+    assert "\n    boom" in logged[1] and "retrying now" in logged[1]
+
+
+def test_a_failed_job_fails_the_run_with_its_lines_and_how_to_follow_it():
+    job = a_model_job()
+    failed = status(
+        job, unit="failed", state="failed", error="not enough disk", lines=["line one", "line two"]
+    )
+    with pytest.raises(OperationError) as caught:
+        watching([[status(job, unit="inactive", state="none")], [failed]], [job])
+    text = str(caught.value)
+    assert "failed on the Spark: not enough disk" in text
+    assert "\n    line one\n    line two" in text
+    assert f"journalctl -u {job.unit}" in text and "retries it from where it stopped" in text
+
+
+def test_a_job_that_never_wrote_a_status_and_stopped_is_a_failure():
+    job = a_model_job()
+    with pytest.raises(OperationError, match="did not start"):
+        watching([[status(job, unit="inactive", state="none")]], [job])
+
+
+def test_the_wait_is_bounded_and_says_how_to_follow_and_attach():
+    job = a_model_job()
+    running = status(job, state="running", phase="download", done=1, total=10, rate=1)
+    with pytest.raises(OperationError) as caught:
+        watching([[running]], [job], timeout=25)
+    text = str(caught.value)
+    assert "still fetching after 25 s (fetch_timeout)" in text
+    assert f"journalctl -f -u {job.unit}" in text and "run the deploy again to attach" in text
+
+
+# --- progress lines --------------------------------------------------------------------
+
+
+def test_a_terminal_gets_a_bar_and_a_log_plain_text():
+    line = {"label": "image x", "phase": "pull", "done": 5 * 10**8, "total": 10**9, "rate": 0}
+    assert job_line(line, terminal=True) == (
+        "image x: [##########..........] 500.0 MB of 1.0 GB (50%), waiting for data"
+    )
+    assert job_line(line, terminal=False) == "image x: 500.0 MB of 1.0 GB (50%), waiting for data"
+    assert progress_line([line, {"label": "model y", "phase": "listing"}], terminal=False).endswith(
+        " | model y: reading the Hub's file list"
+    )
+
+
+def test_a_total_not_known_yet_shows_the_bytes_and_rate_only():
+    line = {"label": "m", "phase": "download", "done": 1234567, "total": None, "rate": 2.5e6}
+    assert job_line(line, terminal=True) == "m: 1.2 MB, 2.5 MB/s"
+
+
+# --- the plan against its image ---------------------------------------------------------
+
+
+def sglang_plan():
+    host = spark(**REPOS, engine={"name": "sglang"})
+    return host, host.data.engine_plan
+
+
+def reading_of(plan, **changes) -> dict[str, Any]:
+    flags = sorted({word.split("=")[0] for word in plan.flags if word.startswith("--")})
+    return {
+        "id": "sha256:" + "ab" * 32,
+        "engine": "sglang",
+        "release": plan.version,
+        "ray": False,
+        "flags": flags,
+        **changes,
+    }
+
+
+def test_an_image_whose_engine_takes_every_flag_is_a_noop():
+    host, plan = sglang_plan()
+    given(host, SparkHostState, host_state(image_reading=reading_of(plan)))
+    outcome = run(image_accepts, host, plan=plan)
+    assert outcome.commands == []
+    assert outcome.noop == f"{plan.image} (sha256:abababababab) takes every flag of the plan"
+
+
+def test_a_flag_the_image_does_not_list_is_refused_naming_flag_image_and_release():
+    host, plan = sglang_plan()
+    reading = reading_of(plan, release="0.5.9")
+    reading["flags"].remove("--speculative-eagle-topk")
+    given(host, SparkHostState, host_state(image_reading=reading))
+    with pytest.raises(OperationError) as caught:
+        run(image_accepts, host, plan=plan)
+    text = str(caught.value)
+    assert "the engine unit was not written" in text
+    assert (
+        f"--speculative-eagle-topk: the engine in {plan.image} (sha256:abababababab, sglang "
+        "0.5.9) does not accept it"
+    ) in text
+
+
+def test_an_image_read_in_this_run_is_read_at_execution():
+    host, plan = sglang_plan()
+    given(host, SparkHostState, host_state(image_id="", image_reading=None))
+    outcome = run(image_accepts, host, plan=plan)
+    assert outcome.commands == ["call _read_and_judge"]
+
+
+def test_a_release_other_than_the_catalogue_warns_and_no_help_keeps_the_catalogue_check():
+    _, plan = sglang_plan()
+    problems, warnings = image_problems(plan, ImageReading.of(reading_of(plan, release="0.5.12")))
+    assert problems == []
+    assert (
+        "holds sglang 0.5.12, but the plan was checked against the 0.5.10 catalogue"
+        in (warnings[0])
+    )
+    assert "engine.version: '0.5.12'" in warnings[0]
+    problems, warnings = image_problems(
+        plan, ImageReading.of(reading_of(plan, flags=None, help_error="ImportError: libcuda"))
+    )
+    assert problems == [] and "ImportError: libcuda" in warnings[0]
+
+
+def test_a_ray_pair_refuses_an_image_without_ray():
+    from tests.unit.operations import pair
+
+    hosts = pair(**REPOS, engine={"name": "vllm"})
+    plan = hosts["spark-1"].data.engine_plan
+    assert any(service.role.startswith("ray-") for service in plan.services)
+    reading = reading_of(plan, engine="vllm", ray=False)
+    problems, _ = image_problems(plan, ImageReading.of(reading))
+    assert problems == [
+        f"{plan.image} (sha256:abababababab, vllm {plan.version}) has no `ray` program, which "
+        "this pair's Ray units run: choose an image with Ray, or an engine mode without it"
+    ]
