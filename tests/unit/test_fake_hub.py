@@ -66,7 +66,9 @@ class StandIn:
     def requests(self, since: int = 0) -> list[tuple[str, str, str, int, int]]:
         """(role, method, target, status, bytes) of each request logged after `since`."""
         lines = self.log.read_text().splitlines()[since:]
-        return [(r, m, t, int(s), int(b)) for r, m, t, s, b in (line.split(" ") for line in lines)]
+        return [
+            (r, m, t, int(s), int(b)) for r, m, t, s, b, _ in (line.split(" ") for line in lines)
+        ]
 
     def content_gets(self, since: int) -> list[str]:
         """Targets of the GETs since `since` that carried file content (Hub resolve or CDN)."""

@@ -39,8 +39,10 @@ echo 'spark ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/90-spark-twin
 chmod 0440 /etc/sudoers.d/90-spark-twin
 visudo -cf /etc/sudoers.d/90-spark-twin >/dev/null
 
-# The Hugging Face Hub: a stand-in server with small seed repositories, on 127.0.0.1:5555
-# (API) and :5556 (its CDN), started at boot. Its request log shows what was downloaded.
+# The Hugging Face Hub: a stand-in server with small seed repositories (and one of about 24 MB,
+# spark-twin/big-model), on 127.0.0.1:5555 (API) and :5556 (its CDN), started at boot. Its
+# request log shows what was downloaded; a rate in bytes/s written to /etc/spark-twin/hub-rate
+# throttles it from the next request on (absent or empty: full speed).
 python3 "$here/hf-hub/seed.py" /opt/spark-twin/hub >/dev/null
 cat > /etc/systemd/system/spark-twin-hub.service <<UNIT
 [Unit]
@@ -48,7 +50,7 @@ Description=Stand-in Hugging Face Hub (Spark twin)
 After=network.target
 
 [Service]
-ExecStart=/usr/bin/python3 $here/hf-hub/fake_hub.py --root /opt/spark-twin/hub --port 5555 --log /var/log/spark-twin-hub.log
+ExecStart=/usr/bin/python3 $here/hf-hub/fake_hub.py --root /opt/spark-twin/hub --port 5555 --log /var/log/spark-twin-hub.log --rate-file /etc/spark-twin/hub-rate
 Restart=on-failure
 
 [Install]

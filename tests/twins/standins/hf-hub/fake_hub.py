@@ -4,6 +4,7 @@
 Standard library only (Python 3.11), so it runs inside a Spark twin as it is:
 
     python3 fake_hub.py --root DIR [--port 5555] [--cdn-port 5556] [--bind 127.0.0.1] [--log FILE]
+                        [--rate-file FILE]
 
 Model repos are folders DIR/<org>/<name>/; every file in them (sub-folders too) is a repo file,
 except DIR/<org>/<name>/.gated, which gates the repo: it holds the one token that may read the
@@ -30,7 +31,24 @@ and the CDN (--cdn-port), which serves LFS files by content hash at signed, expi
 Errors are the Hub's: a JSON body {"error": ...} with X-Error-Message and, where the Hub sends
 one, X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo). Repo metadata and
 trees of a gated repo are public, as on the Hub; its files are not. No Xet: no X-Xet-* header is
-ever sent. Each request is logged as one line: `ROLE METHOD TARGET STATUS BYTES`.
+ever sent.
+
+File bodies (a regular file from resolve, an LFS file from the CDN) go out in chunks at the rate
+in bytes per second that the --rate-file holds (an integer), read again for every request so a
+test can slow the Hub down or let it run while it serves; a missing, empty or unreadable file,
+or one that holds no positive integer, means no limit. The rate is the Hub's whole bandwidth,
+shared by the bodies being sent at once (as a link's is), not a rate per download. A throttled
+body goes out in chunks of a tenth of a second's worth (at most 64 KiB), so a client that goes
+away mid-body stops the transfer within about that time.
+
+Each request is logged as one line, `ROLE METHOD TARGET STATUS BYTES RANGE`, e.g.
+
+    cdn GET /repos/spark-twin/big-model/4f1c...?Expires=...&Signature=... 206 4194304 bytes=8388608-
+
+BYTES is the body bytes actually written to the connection (fewer than asked when the client
+went away; 0 for HEAD) and RANGE the request's Range header, whitespace removed, or `-`. The line
+is written just before the body's last byte goes out, so a client holding a whole answer always
+finds its line, and a body cut short is logged with what was written.
 """
 
 from __future__ import annotations
@@ -51,6 +69,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import Message
@@ -64,6 +83,9 @@ GATE_FILE = ".gated"
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
 SIGNED_URL_SECONDS = 3600
 CHUNK = 1 << 16
+# A throttled body goes out in chunks of about a tenth of a second each, so a dead client is
+# noticed within that time.
+THROTTLED_CHUNKS_PER_SECOND = 10
 RANGE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", re.IGNORECASE)
 # The client fetches this registry of AI-agent harnesses on start; an empty one detects none.
 AGENT_HARNESSES: dict[str, Any] = {"standardEnvVars": [], "harnesses": {}}
@@ -569,27 +591,60 @@ def _s3_error(status: int, code: str, message: str) -> Response:
 # --- HTTP plumbing ---------------------------------------------------------------------------
 
 
+class Throttle:
+    """The Hub's bandwidth for file bodies: a rate in bytes/s read from a file, shared by every
+    body the Hub and the CDN send at once, as a link would be."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._free = 0.0  # when the link has sent what it was given (time.monotonic)
+
+    def rate(self) -> int | None:
+        """The limit now: the file's positive integer, or None (no limit) for anything else."""
+        if self.path is None:
+            return None
+        try:
+            rate = int(self.path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return rate if rate > 0 else None
+
+    def wait(self, size: int, rate: int) -> None:
+        """Returns when `size` more bytes may go out at `rate`, after those already queued."""
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._free)
+            self._free = start + size / rate
+        time.sleep(start - now)
+
+
 class RequestLog:
-    """One line per request, `ROLE METHOD TARGET STATUS BODY_BYTES`, flushed at once."""
+    """One line per request, `ROLE METHOD TARGET STATUS BODY_BYTES RANGE`, flushed at once."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._lock = threading.Lock()
 
-    def write(self, role: str, method: str, target: str, status: int, sent: int) -> None:
+    def write(
+        self, role: str, method: str, target: str, status: int, sent: int, range_: str | None
+    ) -> None:
+        asked = "".join((range_ or "").split()) or "-"
         with self._lock:
-            self._stream.write(f"{role} {method} {target} {status} {sent}\n")
+            self._stream.write(f"{role} {method} {target} {status} {sent} {asked}\n")
             self._stream.flush()
 
 
 class StandInServer(ThreadingHTTPServer):
-    """One of the two servers, `hub` or `cdn`, sharing a Hub and a log."""
+    """One of the two servers, `hub` or `cdn`, sharing a Hub, a log and a throttle."""
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], role: str, hub: Hub, log: RequestLog) -> None:
+    def __init__(
+        self, address: tuple[str, int], role: str, hub: Hub, log: RequestLog, throttle: Throttle
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
-        self.role, self.hub, self.log = role, hub, log
+        self.role, self.hub, self.log, self.throttle = role, hub, log, throttle
         super().__init__(address, Handler)
 
     def server_bind(self) -> None:
@@ -637,27 +692,62 @@ class Handler(BaseHTTPRequestHandler):
     def _send(self, response: Response) -> None:
         start, end = response.span
         length = end - start if response.file is not None else len(response.body)
-        # Logged before anything goes out: once a client has its answer, the line is there.
-        body = 0 if self.command == "HEAD" else length
-        self.server.log.write(self.server.role, self.command, self.path, response.status, body)
         self.send_response(response.status)
         for name, value in {"X-Request-Id": str(uuid.uuid4()), **response.headers}.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
-        if body:
-            self._write_body(response)
-
-    def _write_body(self, response: Response) -> None:
-        if response.file is None:
-            self.wfile.write(response.body)
+        body = 0 if self.command == "HEAD" else length
+        if not body:
+            self._log(response, 0)
             return
+        sent, last = 0, b""
+        try:
+            for chunk in self._body_chunks(response):
+                if sent + len(chunk) == body:  # the last byte waits for the log line
+                    chunk, last = chunk[:-1], chunk[-1:]
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        except OSError:  # the client went away: a broken pipe, a reset
+            last = b""
+        if not last:
+            self.close_connection = True
+            self._log(response, sent)
+            return
+        # Logged before the last byte goes out: once a client has its whole answer, the line is
+        # there.
+        self._log(response, body)
+        try:
+            self.wfile.write(last)
+        except OSError:
+            self.close_connection = True
+
+    def _log(self, response: Response, sent: int) -> None:
+        self.server.log.write(
+            self.server.role,
+            self.command,
+            self.path,
+            response.status,
+            sent,
+            self.headers.get("Range"),
+        )
+
+    def _body_chunks(self, response: Response) -> Iterator[bytes]:
+        """The body in the chunks to write, a file's paced by the throttle at the rate read now."""
+        if response.file is None:
+            yield response.body
+            return
+        throttle = self.server.throttle
+        rate = throttle.rate()
+        size = CHUNK if rate is None else max(1, min(CHUNK, rate // THROTTLED_CHUNKS_PER_SECOND))
         start, end = response.span
         sent = 0
         with response.file.disk.open("rb") as stream:
             stream.seek(start)
-            while sent < end - start and (chunk := stream.read(min(CHUNK, end - start - sent))):
-                self.wfile.write(chunk)
+            while sent < end - start and (chunk := stream.read(min(size, end - start - sent))):
+                if rate is not None:
+                    throttle.wait(len(chunk), rate)
+                yield chunk
                 sent += len(chunk)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -681,6 +771,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--page-size", type=int, default=1000, help="tree entries per page (the Hub's: 1000)"
     )
+    parser.add_argument(
+        "--rate-file",
+        type=Path,
+        help="file holding the rate limit for file bodies in bytes/s, read for every request "
+        "(missing or empty: no limit)",
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a folder")
@@ -688,8 +784,9 @@ def main(argv: list[str] | None = None) -> int:
 
     log = RequestLog(args.log.open("a", encoding="utf-8") if args.log else sys.stderr)
     hub = Hub(Store(args.root.resolve()), max(args.page_size, 1))
-    hub_server = StandInServer((args.bind, args.port), "hub", hub, log)
-    cdn_server = StandInServer((args.bind, cdn_port), "cdn", hub, log)
+    throttle = Throttle(args.rate_file)
+    hub_server = StandInServer((args.bind, args.port), "hub", hub, log, throttle)
+    cdn_server = StandInServer((args.bind, cdn_port), "cdn", hub, log, throttle)
     hub.cdn_port = cdn_server.server_port
     threading.Thread(target=cdn_server.serve_forever, daemon=True).start()
     host = f"[{args.bind}]" if ":" in args.bind else args.bind

@@ -3,8 +3,9 @@
 
     python3 seed.py ROOT
 
-Tiny, deterministic stand-ins (a few KB each) with the file layout of the real repos; running
-it twice gives byte-identical repos, so commit shas are stable. Standard library only.
+Deterministic stand-ins with the file layout of the real repos, tiny (a few KB each) but for
+BIG; running it twice gives byte-identical repos, so commit shas are stable. Standard library
+only; seeding takes well under a second.
 
 - NVFP4: the quantised release. Two shards and their index, tokenizer_config.json,
   generation_config.json and README.md, but deliberately no config.json and no tokenizer.json:
@@ -12,6 +13,10 @@ it twice gives byte-identical repos, so commit shas are stable. Standard library
 - BASE: config.json, tokenizer.json, tokenizer_config.json, one shard and its index.
 - EAGLE: the speculative-decoding draft head: config.json and model.safetensors.
 - GATED: a gated repo that only GATED_TOKEN may read.
+- BIG: a complete model (config.json, tokenizer.json, tokenizer_config.json, two shards and
+  their index) whose shards hold about BIG_BYTES of incompressible tensor data: big enough that
+  a throttled Hub (fake_hub.py --rate-file) is still sending a shard when a test interrupts the
+  download.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ BASE = "mistralai/Mistral-Small-4-119B-2603"
 EAGLE = "mistralai/Mistral-Small-4-119B-2603-eagle"
 GATED = "acme/gated-model"
 GATED_TOKEN = "hf_twinGatedToken0123456789"
+BIG = "spark-twin/big-model"
+BIG_BYTES = 24 * 2**20  # tensor data of BIG's two shards together, about half in each
+BIG_HIDDEN = 256
 
 HIDDEN, LAYERS, VOCAB = 32, 2, 32
 DTYPE_BYTES = {"BF16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
@@ -65,9 +73,8 @@ def as_json(data: Any) -> str:
 
 
 def noise(label: str, size: int) -> bytes:
-    """`size` deterministic pseudo-random bytes, different for every label."""
-    blocks = (hashlib.sha256(f"{label}:{i}".encode()).digest() for i in range(size // 32 + 1))
-    return b"".join(blocks)[:size]
+    """`size` deterministic, incompressible bytes, different for every label (SHAKE-256)."""
+    return hashlib.shake_256(label.encode()).digest(size)
 
 
 def safetensors(label: str, tensors: Tensors) -> bytes:
@@ -106,23 +113,40 @@ def sharded(label: str, shards: list[Tensors]) -> dict[str, str | bytes]:
     return files
 
 
-def layer(i: int, quantised: bool) -> Tensors:
+def layer(i: int, quantised: bool, hidden: int = HIDDEN) -> Tensors:
     """One decoder layer's tensors; NVFP4 packs two 4-bit weights a byte, with FP8 block scales."""
     tensors: Tensors = {}
-    for proj, rows in (
-        ("self_attn.q_proj", HIDDEN),
-        ("self_attn.o_proj", HIDDEN),
-        ("mlp.down_proj", HIDDEN),
-    ):
+    for proj in ("self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj"):
         name = f"model.layers.{i}.{proj}"
         if quantised:
-            tensors[f"{name}.weight"] = ("U8", [rows, HIDDEN // 2])
-            tensors[f"{name}.weight_scale"] = ("F8_E4M3", [rows, HIDDEN // 16])
+            tensors[f"{name}.weight"] = ("U8", [hidden, hidden // 2])
+            tensors[f"{name}.weight_scale"] = ("F8_E4M3", [hidden, hidden // 16])
             tensors[f"{name}.weight_scale_2"] = ("F32", [])
         else:
-            tensors[f"{name}.weight"] = ("BF16", [rows, HIDDEN])
-    tensors[f"model.layers.{i}.input_layernorm.weight"] = ("BF16", [HIDDEN])
+            tensors[f"{name}.weight"] = ("BF16", [hidden, hidden])
+    tensors[f"model.layers.{i}.input_layernorm.weight"] = ("BF16", [hidden])
     return tensors
+
+
+def big_shards() -> list[Tensors]:
+    """BIG's two shards: the embeddings and its one layer, then the output head and final norm.
+
+    The vocabulary is what makes the embeddings and the head together about BIG_BYTES.
+    """
+    vocab = big_vocab()
+    return [
+        {"model.embed_tokens.weight": ("BF16", [vocab, BIG_HIDDEN]), **layer(0, False, BIG_HIDDEN)},
+        {
+            "lm_head.weight": ("BF16", [vocab, BIG_HIDDEN]),
+            "model.norm.weight": ("BF16", [BIG_HIDDEN]),
+        },
+    ]
+
+
+def big_vocab() -> int:
+    """Rows of BIG's embeddings and head (BF16, BIG_HIDDEN wide) for BIG_BYTES of tensors."""
+    rest = tensor_bytes(layer(0, False, BIG_HIDDEN)) + nbytes("BF16", [BIG_HIDDEN])
+    return max((BIG_BYTES - rest) // (2 * nbytes("BF16", [BIG_HIDDEN])), len(SPECIAL_TOKENS))
 
 
 def embeddings() -> Tensors:
@@ -211,7 +235,7 @@ def readme(repo_id: str, base_model: str | None) -> str:
             "",
             f"# {repo_id.split('/')[1]}",
             "",
-            "Spark twin fixture: a tiny deterministic stand-in with this repo's file layout, not real weights.",
+            "Spark twin fixture: a deterministic stand-in with this repo's file layout, not real weights.",
             "",
         ]
     )
@@ -253,6 +277,20 @@ def repos() -> dict[str, dict[str, str | bytes]]:
             "config.json": model_config(),
             "tokenizer.json": tokenizer(),
             "model.safetensors": safetensors(GATED, {**embeddings(), **layer(0, False)}),
+        },
+        BIG: {
+            ".gitattributes": gitattributes(),
+            "config.json": model_config(
+                hidden_size=BIG_HIDDEN,
+                intermediate_size=2 * BIG_HIDDEN,
+                num_hidden_layers=1,
+                vocab_size=big_vocab(),
+                tie_word_embeddings=False,
+            ),
+            "tokenizer.json": tokenizer(),
+            "tokenizer_config.json": tokenizer_config(),
+            **sharded(BIG, big_shards()),
+            "README.md": readme(BIG, None),
         },
     }
 
