@@ -32,6 +32,39 @@ def gpu_refusals(facts: Preflight, spark: SparkSettings) -> list[str]:
     return []
 
 
+TOOLKIT_FIX = (
+    "sudo apt-get install -y nvidia-container-toolkit && "
+    "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
+)
+
+
+def runtime_refusals(facts: Preflight) -> list[str]:
+    """
+    Why this Spark cannot run an engine container (empty when it can). `--gpus all` works
+    when dockerd finds the NVIDIA Container Toolkit's hook (moby daemon/nvidia_linux.go
+    registers its GPU driver only when nvidia-container-runtime-hook is on its PATH), when
+    an `nvidia` runtime is configured, or through a CDI spec for nvidia.com/gpu; NVIDIA's
+    playbooks list Docker and the toolkit as prerequisites (field-2026-11.md section 4).
+    """
+    if not facts.docker:
+        return [
+            "docker is not installed; the engine runs in a container. Install Docker Engine "
+            f"(https://docs.docker.com/engine/install/ubuntu/), then: {TOOLKIT_FIX}"
+        ]
+    if not facts.docker_server:
+        return [
+            f"the Docker daemon does not answer ({facts.docker_error or 'no answer'}): "
+            "run `sudo systemctl enable --now docker` and run the deploy again"
+        ]
+    if not (facts.gpu_hook or "nvidia" in facts.docker_runtimes or facts.gpu_cdi):
+        return [
+            "docker cannot give a container the GPU (`--gpus all`): there is neither the "
+            "NVIDIA Container Toolkit's nvidia-container-runtime-hook, nor an `nvidia` runtime, "
+            f"nor a CDI spec for nvidia.com/gpu. Run: {TOOLKIT_FIX}"
+        ]
+    return []
+
+
 DRIVER_PACKAGE = re.compile(r"^nvidia-driver-(\d+)(-open|-server|-server-open)?$")
 
 

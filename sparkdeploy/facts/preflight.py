@@ -4,7 +4,9 @@ The preflight fact: what the deploy must know about a Spark before it changes an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import FactBase
@@ -27,6 +29,15 @@ class Preflight:
     disk_free_kb: int
     drm_override: bool
     reboot_pending: str  # the reason recorded when a reboot became pending, "" if none
+    docker: str = ""  # `docker --version`, "" when the CLI is missing
+    docker_server: str = ""  # the daemon's version, "" when it does not answer
+    docker_error: str = ""  # why `docker info` failed (its last line)
+    docker_driver: str = ""  # storage driver (overlay2)
+    docker_root: str = ""  # DockerRootDir: where images are stored
+    docker_free_kb: int = 0  # free space there
+    docker_runtimes: tuple[str, ...] = ()  # the daemon's runtimes (runc, nvidia)
+    gpu_hook: str = ""  # path of nvidia-container-runtime-hook, "" when not on PATH
+    gpu_cdi: str = ""  # a CDI spec file naming nvidia.com/gpu, "" when none
 
     @property
     def gpu_name(self) -> str:
@@ -35,11 +46,46 @@ class Preflight:
         return name.split("(UUID:", 1)[0].strip()
 
 
+# The container runtime, as `docker info` and the toolkit's files show it. The format is
+# fields every daemon since Docker 1.x has (a missing field would fail the whole template);
+# CDI specs are found by their files (/etc/cdi, /var/run/cdi: the CDI spec directories).
+DOCKER_LINES = (
+    "printf 'docker=%s\\n' \"$(docker --version 2>/dev/null)\"",
+    "info=$(docker info --format '{{.ServerVersion}}|{{.Driver}}|{{.DockerRootDir}}|"
+    "{{json .Runtimes}}' 2>&1 | tail -n1)",
+    "printf 'docker_info=%s\\n' \"$info\"",
+    "root=$(printf '%s' \"$info\" | cut -d'|' -f3)",
+    '[ -z "$root" ] || [ ! -d "$root" ] || df -Pk "$root" | awk \'NR==2{print "docker_free_kb="$4}\'',
+    "printf 'gpu_hook=%s\\n' \"$(command -v nvidia-container-runtime-hook)\"",
+    "printf 'gpu_cdi=%s\\n' \"$(grep -ls 'nvidia.com/gpu' /etc/cdi/* /var/run/cdi/* 2>/dev/null"
+    ' | head -n1)"',
+)
+
+
+def parse_docker_info(line: str) -> dict[str, Any]:
+    """``VERSION|DRIVER|ROOT|RUNTIMES`` from `docker info`, or its error line."""
+    parts = line.split("|", 3)
+    if len(parts) != 4 or not parts[0]:
+        return {"docker_error": line.strip()}
+    try:
+        runtimes = tuple(sorted(json.loads(parts[3]) or {}))
+    except ValueError:
+        runtimes = ()
+    return {
+        "docker_server": parts[0],
+        "docker_driver": parts[1],
+        "docker_root": parts[2],
+        "docker_runtimes": runtimes,
+    }
+
+
 class SparkPreflight(FactBase):
     """
     Returns what the deploy must know about a Spark before it changes anything, in one
     round trip: GPU, driver, architecture, OS, kernel, memory, free disk at the model
-    folder, the drm override conf and a pending reboot.
+    folder, the drm override conf and a pending reboot; and the container runtime: Docker,
+    its daemon, storage driver and room, and what gives containers the GPU (the NVIDIA
+    Container Toolkit's hook, an ``nvidia`` runtime, a CDI spec).
 
     Sample output of the command::
 
@@ -54,6 +100,11 @@ class SparkPreflight(FactBase):
         disk_free_kb=3401563204
         drm_override=1
         reboot_pending=
+        docker=Docker version 28.5.1, build e180ab8
+        docker_info=28.5.1|overlay2|/var/lib/docker|{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}
+        docker_free_kb=3401563204
+        gpu_hook=/usr/bin/nvidia-container-runtime-hook
+        gpu_cdi=/etc/cdi/nvidia.yaml
 
     .. code:: python
 
@@ -78,6 +129,7 @@ class SparkPreflight(FactBase):
                 'df -Pk "$d" | awk \'NR==2{print "disk_free_kb="$4}\'',
                 f"printf 'drm_override=%s\\n' \"$(test -e {DRM_OVERRIDE_CONF} && echo 1)\"",
                 f"printf 'reboot_pending=%s\\n' \"$(head -n1 {REBOOT_PENDING} 2>/dev/null)\"",
+                *DOCKER_LINES,
             ]
         )
 
@@ -100,6 +152,11 @@ class SparkPreflight(FactBase):
             disk_free_kb=number("disk_free_kb"),
             drm_override=values.get("drm_override") == "1",
             reboot_pending=values.get("reboot_pending", "").strip(),
+            docker=values.get("docker", "").strip(),
+            docker_free_kb=number("docker_free_kb"),
+            gpu_hook=values.get("gpu_hook", "").strip(),
+            gpu_cdi=values.get("gpu_cdi", "").strip(),
+            **parse_docker_info(values.get("docker_info", "")),
         )
 
 

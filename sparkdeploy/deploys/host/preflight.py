@@ -10,7 +10,7 @@ from pyinfra.api import deploy
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.refuse import refuse
 from sparkdeploy.facts.preflight import Preflight, preflight
-from sparkdeploy.fitness import gpu_refusals
+from sparkdeploy.fitness import gpu_refusals, runtime_refusals
 
 KB_PER_GB = 1000 * 1000 / 1024  # /proc/meminfo and df -k count KiB; GB are decimal
 
@@ -19,10 +19,17 @@ def summary(facts: Preflight) -> str:
     def gb(kb: int) -> str:
         return f"{kb / KB_PER_GB / 1000:.1f} GB"
 
+    docker = (
+        f", docker {facts.docker_server} ({facts.docker_driver}, "
+        f"{gb(facts.docker_free_kb)} free at {facts.docker_root})"
+        if facts.docker_server
+        else ""
+    )
     return (
         f"{facts.gpu_name or 'no GPU'}, driver {facts.driver or '?'}, {facts.arch}, "
         f"{facts.os}, kernel {facts.kernel}, memory {gb(facts.mem_available_kb)} available "
         f"of {gb(facts.mem_total_kb)}, {gb(facts.disk_free_kb)} free at {facts.disk_path}"
+        f"{docker}"
     )
 
 
@@ -30,7 +37,8 @@ def summary(facts: Preflight) -> str:
 def check_spark() -> None:
     """
     Refuse a host that is not a GB10 Spark, before any operation is planned for it.
-    Override per host with ``allow_non_gb10: true``.
+    Override per host with ``allow_non_gb10: true``. A Spark that will run an engine must
+    also have a container runtime that gives containers the GPU.
     """
     spark: SparkSettings = host.data.spark
     facts = preflight()
@@ -41,4 +49,6 @@ def check_spark() -> None:
             fix=f"If this host is fit anyway, set allow_non_gb10: true for "
             f"{host.name} in the inventory.",
         )
+    if host.data.get("engine_plan") is not None and (problems := runtime_refusals(facts)):
+        refuse(problems)
     logger.info(f"{host.print_prefix}preflight: {summary(facts)}")
