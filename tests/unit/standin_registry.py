@@ -30,9 +30,20 @@ class StandinRegistry:
         self.rate = root / "rate"
         self.missing = root / "missing-images"
         self.process = subprocess.Popen(
-            [sys.executable, str(REGISTRY), "--cache", str(self.cache), "--port", "0",
-             "--log", str(self.log), "--rate-file", str(self.rate),
-             "--missing", str(self.missing)],  # fmt: skip
+            [
+                sys.executable,
+                str(REGISTRY),
+                "--cache",
+                str(self.cache),
+                "--port",
+                "0",
+                "--log",
+                str(self.log),
+                "--rate-file",
+                str(self.rate),
+                "--missing",
+                str(self.missing),
+            ],  # fmt: skip
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -174,7 +174,7 @@ class Content:
         self.blobs = cache / "blobs"
         document = json.loads((cache / "content.json").read_text())
         self.tags: dict[str, dict[str, str]] = document["tags"]  # repo -> tag -> digest
-        self.manifests: dict[str, dict[str, str]] = document["manifests"]  # digest -> type
+        self.manifests: dict[str, str] = document["manifests"]  # digest -> media type
         self.owned: dict[str, list[str]] = document["owned"]  # repo -> digests
 
     def blob(self, digest: str) -> Path:
@@ -208,7 +208,8 @@ def build(images: Path, cache: Path) -> Content:
         repo, tag = split_reference(reference)
         kinds = DOCKER if entry.get("manifest_format") == "docker" else OCI
         sizes = entry.get("layers") or DEFAULT_LAYERS
-        layers, diff_ids = [], []
+        layers: list[dict[str, Any]] = []
+        diff_ids: list[str] = []
         for number, size in enumerate(sizes):
             seed = f"{reference}#{number}"
             data = random.Random(seed).randbytes(size)
@@ -243,12 +244,13 @@ def build(images: Path, cache: Path) -> Content:
             if "variant" in platform:
                 config["variant"] = platform["variant"]
             config_bytes = json.dumps(config, separators=(",", ":")).encode()
+            config_digest = put(config_bytes)
             manifest = {
                 "schemaVersion": 2,
                 "mediaType": kinds["manifest"],
                 "config": {
                     "mediaType": kinds["config"],
-                    "digest": put(config_bytes),
+                    "digest": config_digest,
                     "size": len(config_bytes),
                 },
                 "layers": layers,
@@ -265,7 +267,7 @@ def build(images: Path, cache: Path) -> Content:
                 }
             )
             owned.setdefault(repo, []).extend(
-                [digest, manifest["config"]["digest"], *(lay["digest"] for lay in layers)]
+                [digest, config_digest, *(str(lay["digest"]) for lay in layers)]
             )
         top = {"schemaVersion": 2, "mediaType": kinds["index"], "manifests": children}
         top_bytes = canonical_json(top)
