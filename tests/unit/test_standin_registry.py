@@ -236,6 +236,7 @@ def test_image_inspect_and_a_container_run_from_the_image(docker):
     )
     missing = docker.text("image", "inspect", "nothing:here")
     assert (missing.returncode, missing.stderr) == (1, "Error: No such image: nothing:here\n")
+    assert docker.text("images", "--no-trunc", "-q", VLLM).stdout == inspected["Id"] + "\n"
     table = docker.text("images").stdout.splitlines()
     assert table[0].split() == ["REPOSITORY", "TAG", "IMAGE", "ID", "CREATED", "SIZE"]
     assert table[1].split()[:3] == ["vllm/vllm-openai", "v0.33.0", inspected["Id"][7:19]]
