@@ -1,8 +1,10 @@
 """The docker stand-in and the stand-in engine (tests/twins/standins/engine), run on this machine.
 
 The stand-in is called by its path (the machine's own docker is never shadowed), with its state
-folder, deny list, failure file and the images' programs in a temporary folder, the committed
-flag catalogues (which a twin gets as a copy) and a short engine startup. The engine alone is
+folder, failure file and the images' programs in a temporary folder, the committed flag
+catalogues (which a twin gets as a copy) and a short engine startup. Its images come from the
+registry stand-in, one for the whole test process (tests/unit/standin_registry.py), pulled once
+into a shared store. The engine alone is
 also run as the image's programs run it, with its release in the environment.
 """
 
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit import standin_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = ROOT / "tests" / "twins" / "standins"
@@ -48,12 +52,13 @@ class Docker:
         self.env = {
             "PATH": os.environ["PATH"],
             "SPARK_TWIN_DOCKER_STATE": str(tmp / "state"),
-            "SPARK_TWIN_MISSING_IMAGES": str(tmp / "missing-images"),
             "SPARK_TWIN_ENGINE_FAIL": str(tmp / "engine-fail"),
             "SPARK_TWIN_ENGINE_STARTUP_S": str(STARTUP_S),
             "SPARK_TWIN_CATALOGUES": str(CATALOGUES),
             "SPARK_TWIN_IMAGE_PROGRAMS": str(tmp / "image"),
         }
+        self.registry = standin_registry.shared()
+        self.env |= self.registry.docker_env(self.registry.root / "store")
         for program, target in (
             ("vllm", "engine/engine.py vllm"),
             ("sglang", "engine/engine.py sglang"),
@@ -337,8 +342,17 @@ def test_unknown_flag_and_unknown_image_tag(docker):
         ]
         assert docker("pull", image).returncode == 1
     assert docker("pull", "-q", SGLANG_IMAGE).stdout == f"docker.io/{SGLANG_IMAGE}\n"
-    (docker.tmp / "missing-images").write_text(SGLANG_IMAGE + "\n")  # a listed one, made missing
-    assert docker("pull", "-q", SGLANG_IMAGE).returncode == 1
+    missing = docker.registry.missing
+    missing.write_text(SGLANG_IMAGE + "\n")  # a listed one, made missing from the registry
+    try:
+        done = docker("pull", "-q", SGLANG_IMAGE)
+    finally:
+        missing.unlink()
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"Error response from daemon: manifest for {SGLANG_IMAGE} not found: manifest unknown: "
+        "manifest unknown\n",
+    )
 
 
 @pytest.mark.parametrize(
@@ -537,10 +551,16 @@ def test_help_and_version_are_the_releases(docker):
     assert older.stdout.startswith("usage: sglang serve [-h]")
     assert "--enable-double-sparsity" in older.stdout and "--enable-http2" not in older.stdout
     assert "--enable-http2" in newer.stdout and "--enable-double-sparsity" not in newer.stdout
-    helped = docker("run", "--rm", VLLM_IMAGE, "--help")
+    helped = docker("run", "--rm", VLLM_IMAGE, "--help=all")
     assert helped.returncode == 0
     assert helped.stdout.startswith("usage: vllm serve [model_tag] [options]\n")
     assert "--max-model-len MAX_MODEL_LEN" in helped.stdout
+    catalogue = json.loads((CATALOGUES / "vllm-0.33.0.json").read_text())
+    assert all(flag in helped.stdout for flag in catalogue["flags"])
+    # a plain --help (vLLM >= 0.10) lists no flags, only where to find them
+    short = docker("run", "--rm", VLLM_IMAGE, "--help")
+    assert short.returncode == 0 and "--max-model-len" not in short.stdout
+    assert "For full list:            vllm serve --help=all" in short.stdout
     assert docker("run", "--rm", "--entrypoint", "vllm", VLLM_IMAGE, "--version").stdout == (
         "0.33.0\n"
     )

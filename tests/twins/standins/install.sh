@@ -85,3 +85,40 @@ printf '#!/bin/sh\nexec /usr/bin/python3 %s "$@"\n' "$here/engine/ray.py" > /opt
 chmod 0755 /opt/spark-twin/image/*/*
 groupadd --system docker
 echo 'd /run/spark-twin-docker 2775 root docker -' > /usr/lib/tmpfiles.d/spark-twin-docker.conf
+
+# The container registry ("the internet" for every registry host): a stand-in serving the images
+# of images.json as real layers over HTTP on 127.0.0.1:5000, started at boot. Its blobs are made
+# now (reproducible: the same digests at every build). Tests slow it down through
+# /etc/spark-twin/registry-rate (bytes/s, read at each request), make an image missing through
+# /etc/spark-twin/missing-images, and read what it sent in /var/log/spark-twin-registry.log.
+python3 "$here/registry/registry.py" --cache /var/cache/spark-twin-registry --build
+echo http://127.0.0.1:5000 > /etc/spark-twin/registry-url
+cat > /etc/systemd/system/spark-twin-registry.service <<UNIT
+[Unit]
+Description=Stand-in container registry (Spark twin)
+After=network.target
+
+[Service]
+ExecStart=/usr/bin/python3 $here/registry/registry.py --cache /var/cache/spark-twin-registry --port 5000 --log /var/log/spark-twin-registry.log --rate-file /etc/spark-twin/registry-rate --missing /etc/spark-twin/missing-images
+Restart=on-failure
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl enable spark-twin-registry.service >/dev/null 2>&1
+# Docker's own files as a Spark has them: the image store of the docker stand-in (kept across
+# reboots) and the daemon.json `nvidia-ctk runtime configure --runtime=docker` writes (NVIDIA
+# Container Toolkit install guide, "Configuring Docker"), so `docker info` lists the nvidia
+# runtime and `docker run --gpus all` works.
+install -d -m 2775 -g docker /var/lib/spark-twin-docker /var/lib/spark-twin-docker/images
+install -d /etc/docker
+cat > /etc/docker/daemon.json <<'JSON'
+{
+    "runtimes": {
+        "nvidia": {
+            "args": [],
+            "path": "nvidia-container-runtime"
+        }
+    }
+}
+JSON

@@ -383,6 +383,63 @@ def flexible(args: list[str], underscores: bool, dotted_json: bool) -> list[str]
     return kept
 
 
+VLLM_EPILOG = (  # vllm/entrypoints/utils.py VLLM_SUBCMD_PARSER_EPILOG
+    "For full list:            vllm {subcmd} --help=all\n"
+    "For a section:            vllm {subcmd} --help=ModelConfig    (case-insensitive)\n"
+    "For a flag:               vllm {subcmd} --help=max-model-len  (_ or - accepted)\n"
+    "Documentation:            https://docs.vllm.ai\n"
+)
+
+
+class VllmParser(argparse.ArgumentParser):
+    """The help of vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py, vLLM >= 0.10):
+    `--help=all` lists every flag; `--help=KEYWORD` the flags whose name holds it (`_` read
+    as `-`); a plain `--help` only the usage, the config groups (the catalogue has none) and
+    the epilog that says so, without the flags."""
+
+    search: str | None = None
+
+    def format_help(self) -> str:
+        if self._subparsers is not None:
+            return super().format_help()
+        keyword = VllmParser.search
+        if keyword == "all":
+            return super().format_help()
+        formatter = self._get_formatter()
+        if keyword:
+            matched = [
+                action
+                for action in self._actions
+                if any(keyword in option.lower() for option in action.option_strings)
+            ]
+            if not matched:
+                formatter.add_text(
+                    f"No group or arguments matching '{keyword}'.\n"
+                    "Use '--help' to see available groups or "
+                    "'--help=all' to see all available parameters."
+                )
+                return formatter.format_help()
+            formatter.start_section(f"Arguments matching '{keyword}'")
+            formatter.add_arguments(matched)
+            formatter.end_section()
+            return formatter.format_help()
+        formatter.add_usage(self.usage, self._actions, self._mutually_exclusive_groups)
+        formatter.add_text(self.description)
+        formatter.add_text(self.epilog)
+        return formatter.format_help()
+
+
+def vllm_help(args: list[str]) -> list[str]:
+    """FlexibleArgumentParser.parse_args: `--help=KEYWORD` is `--help` searching KEYWORD."""
+    kept = []
+    for arg in args:
+        if arg.startswith("--help="):
+            VllmParser.search = arg.split("=", 1)[1].lower().replace("_", "-")
+            arg = "--help"
+        kept.append(arg)
+    return kept
+
+
 def server_parser(release: Release, command: Command) -> tuple[argparse.ArgumentParser, list[str]]:
     """Argparse as the release builds it for this command line, and the arguments it parses.
 
@@ -395,11 +452,15 @@ def server_parser(release: Release, command: Command) -> tuple[argparse.Argument
     named = release.parser.get("prog")
     abbrev = bool(release.parser["allow_abbrev"])
     if kind == "vllm" and command.program:
-        top = argparse.ArgumentParser(prog="vllm", allow_abbrev=abbrev)
+        top = VllmParser(prog="vllm", allow_abbrev=abbrev)
         top.add_argument("-v", "--version", action="version", version=release.version)
         commands = top.add_subparsers(dest="subparser")
         serve = commands.add_parser(
-            "serve", usage="vllm serve [model_tag] [options]", allow_abbrev=abbrev
+            "serve",
+            usage="vllm serve [model_tag] [options]",
+            allow_abbrev=abbrev,
+            epilog=VLLM_EPILOG.format(subcmd="serve"),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         if named:
             serve.prog = named
@@ -412,7 +473,8 @@ def server_parser(release: Release, command: Command) -> tuple[argparse.Argument
             args = ["--model-path", args[0], *args[1:]]
     else:
         prog = named or command.module.rsplit(".", 1)[-1] + ".py"
-    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=abbrev)
+    kind_parser = VllmParser if kind == "vllm" else argparse.ArgumentParser
+    parser = kind_parser(prog=prog, allow_abbrev=abbrev)
     add_flags(parser, release.flags)
     return parser, args
 
@@ -742,6 +804,8 @@ def parse(release: Release, command: Command) -> Engine:
     it: an unknown, ambiguous or invalid option ends the process with argparse's message
     and exit code 2, `--help` prints the release's options and exits 0."""
     parser, args = server_parser(release, command)
+    if release.kind == "vllm":
+        args = vllm_help(args)
     args = flexible(args, release.parser["underscores"], release.parser["dotted_json"])
     options = vars(parser.parse_args(args))
     host, port = DEFAULTS[release.kind]
