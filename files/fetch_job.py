@@ -255,10 +255,12 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
 # --- engine images -----------------------------------------------------------------------
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# docker's progress line (moby pkg/jsonmessage JSONProgress.String: a 50-wide bar, then the
-# sizes as go-units HumanSize prints them: decimal units, 4 significant digits).
+# docker's progress line (moby pkg/jsonmessage JSONProgress.String: a 50-wide bar, drawn
+# only on a terminal wider than 110 columns, then the sizes as go-units HumanSize prints
+# them: decimal units, 4 significant digits).
 DOWNLOADING = re.compile(
-    r"^([0-9a-f]{12}): Downloading\s+\[[=> ]*\]\s+([\d.]+)\s*([kMGTP]?B)/([\d.]+)\s*([kMGTP]?B)"
+    r"^([0-9a-f]{12}): Downloading\s+(?:\[[=> ]*\]\s+)?"
+    r"([\d.]+)\s*([kMGTP]?B)/([\d.]+)\s*([kMGTP]?B)"
 )
 EXTRACTING = re.compile(r"^([0-9a-f]{12}): Extracting\s+\[")
 FINISHED = re.compile(r"^([0-9a-f]{12}): (Verifying Checksum|Download complete|Pull complete)")

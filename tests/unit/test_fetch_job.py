@@ -72,6 +72,12 @@ def test_the_manifest_sizes_are_the_total_and_layers_present_count_as_done(job: 
     assert progress.total == 48_100_124  # the bar's rounded size does not replace the manifest's
 
 
+def test_a_narrow_terminal_shows_no_bar_and_the_bytes_are_read_all_the_same(job: ModuleType):
+    progress = job.PullProgress({})
+    progress.feed("0123456789ab: Downloading   12.35MB/45.6MB\r\n")
+    assert (progress.done, progress.total) == (12_350_000, 45_600_000)
+
+
 def test_a_line_split_across_reads_is_read_once_whole(job: ModuleType):
     progress = job.PullProgress({})
     assert progress.feed("0123456789ab: Down") == []
