@@ -39,6 +39,7 @@ READINGS = Path(os.environ.get("SPARK_FETCH_READINGS", "/var/lib/spark-deploy/im
 HF_PYTHON = "/opt/spark-deploy/hf-cli/bin/python"
 HF = "/opt/spark-deploy/hf-cli/bin/hf"
 MODEL_CHECK = "/usr/local/sbin/spark-model-check"
+MARKER = ".spark-deploy-complete"  # spark-model-check's seal: the folder is complete
 DOCKER = "/usr/bin/docker"
 UNIT = "spark-fetch@{id}.service"
 # Free space the job leaves on a file system after what it will write (the deploy's margin:
@@ -441,11 +442,251 @@ def fetch_image(spec: dict[str, Any], status: Status) -> None:
     read_image(image, spec, status)
 
 
+# --- the pair: fetched once, copied over the QSFP link -----------------------------------
+#
+# The head of a pair fetches from the internet; the other Spark copies from the head over
+# the link. Trust is the link's: the head's server binds its own fabric address, answers the
+# other Spark's fabric address only, reads only, serves only the model folders and the image
+# the deploy planned, each once it is complete, and stops when the deploy is done with it
+# (or after IDLE seconds without a request). No key, account or sudo right is created.
+
+IDLE = 1800
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+def model_listing(folder: Path, want: str) -> dict[str, Any]:
+    """A complete folder's files and sizes (the deploy's marker says it is complete)."""
+    try:
+        complete = (folder / MARKER).read_text().strip() == want
+    except OSError:
+        complete = False
+    if not complete:
+        return {"ready": False, "files": {}}
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if path.is_file() and not relative.startswith(".cache/") and relative != MARKER:
+            files[relative] = path.stat().st_size
+    return {"ready": True, "files": files}
+
+
+def image_listing(image: str) -> dict[str, Any]:
+    found = image_id(image)
+    if not found:
+        return {"ready": False}
+    size = docker("image", "inspect", "-f", "{{.Size}}", image).stdout.strip()
+    return {"ready": True, "id": found, "size": int(size) if size.isdigit() else 0}
+
+
+def serve(spec: dict[str, Any], status: Status) -> None:
+    """Serve the planned folders and image to the other Spark until stopped (or idle)."""
+    import http.server
+    import urllib.parse
+
+    models: dict[str, str] = spec["models"]  # want -> folder
+    images: list[str] = spec["images"]
+    last = [time.monotonic()]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        server_version = "spark-fetch"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            print(f"{self.client_address[0]} {format % args}", flush=True)
+
+        def reply(self, code: int, body: Any) -> None:
+            data = (json.dumps(body) + "\n").encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+            last[0] = time.monotonic()
+            if self.client_address[0] != spec["allow"]:
+                self.reply(403, {"error": "only the other Spark of the pair may copy"})
+                return
+            url = urllib.parse.urlsplit(self.path)
+            query = dict(urllib.parse.parse_qsl(url.query))
+            want, image = query.get("want", ""), query.get("image", "")
+            if url.path == "/model" and want in models:
+                self.reply(200, model_listing(Path(models[want]), want))
+            elif url.path == "/file" and want in models:
+                self.send_model_file(Path(models[want]), want, query.get("path", ""))
+            elif url.path == "/image" and image in images:
+                self.reply(200, image_listing(image))
+            elif url.path == "/save" and image in images and image_id(image):
+                self.send_image(image)
+            else:
+                self.reply(404, {"error": "not something this deploy planned to copy"})
+
+        def send_model_file(self, folder: Path, want: str, name: str) -> None:
+            listing = model_listing(folder, want)
+            if name not in listing["files"]:
+                self.reply(404, {"error": f"{name} is not a file of the complete folder"})
+                return
+            size = listing["files"][name]
+            start = 0
+            match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
+            if match:
+                start = min(int(match.group(1)), size)
+            self.send_response(206 if match else 200)
+            self.send_header("Content-Length", str(size - start))
+            if match:
+                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+            self.end_headers()
+            with open(folder / name, "rb") as source:
+                if size > start:
+                    self.connection.sendfile(source, start, size - start)
+
+        def send_image(self, image: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-tar")
+            self.end_headers()
+            saving = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)
+            assert saving.stdout is not None
+            try:
+                while chunk := saving.stdout.read(COPY_CHUNK):
+                    self.wfile.write(chunk)
+            finally:
+                saving.kill()
+                saving.wait()
+
+    server = http.server.ThreadingHTTPServer((spec["bind"], int(spec["port"])), Handler)
+    server.timeout = 5
+    status.update(force=True, phase="serving")
+    print(f"serving the pair's copies on {spec['bind']}:{spec['port']} to {spec['allow']}")
+    while time.monotonic() - last[0] < IDLE:
+        server.handle_request()
+    print(f"no request for {IDLE} s: stopping", flush=True)
+
+
+def head_json(spec: dict[str, Any], path: str, **query: str) -> dict[str, Any]:
+    import urllib.parse
+    import urllib.request
+
+    url = f"http://{spec['source']}:{spec['port']}{path}?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        found: dict[str, Any] = json.load(response)
+        return found
+
+
+def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str) -> dict:
+    """The head's listing once the head has the thing whole (it may still be fetching)."""
+    while True:
+        try:
+            listing = head_json(spec, path, **query)
+        except OSError as error:  # its server is not up yet, or the link is down
+            listing = {"ready": False, "error": str(error)}
+        if listing.get("ready"):
+            return listing
+        status.update(force=True, phase="waiting", error="")
+        time.sleep(5)
+
+
+def copy_model(spec: dict[str, Any], status: Status) -> None:
+    """Copy a complete model folder from the head: file by file, each resumed where it
+    stopped, then seal it as the head's was sealed."""
+    import urllib.parse
+    import urllib.request
+
+    folder = Path(spec["folder"])
+    listing = wait_for_head(spec, status, "/model", want=spec["want"])
+    files: dict[str, int] = listing["files"]
+    partial = folder / ".cache" / "spark-copy"
+
+    def done() -> int:
+        """Bytes here: each file whole, or its partial copy."""
+        total = 0
+        for name, size in files.items():
+            for path in (folder / name, partial / name):
+                if path.is_file():
+                    total += min(path.stat().st_size, size)
+                    break
+        return total
+
+    total = sum(files.values())
+    status.update(force=True, phase="copy", done=done(), total=total)
+    check_room(f"{spec['want']} ({human(total)})", str(folder), total - done())
+    for name, size in files.items():
+        target = folder / name
+        if target.is_file() and target.stat().st_size == size:
+            continue
+        part = partial / name
+        part.parent.mkdir(parents=True, exist_ok=True)
+        start = part.stat().st_size if part.exists() else 0
+        query = urllib.parse.urlencode({"want": spec["want"], "path": name})
+        request = urllib.request.Request(
+            f"http://{spec['source']}:{spec['port']}/file?{query}",
+            headers={"Range": f"bytes={start}-"} if start else {},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response, open(part, "ab") as out:
+            if start and response.status != 206:
+                out.truncate(0)  # the head sent the whole file
+            while chunk := response.read(COPY_CHUNK):
+                out.write(chunk)
+                status.update(done=done())
+        if part.stat().st_size != size:
+            raise JobError(f"{name}: copied {part.stat().st_size} of {size} bytes")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part.replace(target)
+    account = pwd.getpwnam(spec["user"])
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, account.pw_uid, account.pw_gid)
+    status.update(force=True, phase="seal", done=total)
+    tokenizer = "1" if spec["needs_tokenizer"] else "0"
+    code, lines = watch(
+        [MODEL_CHECK, "--seal", str(folder), spec["want"], tokenizer],
+        lambda: None,
+        **as_operator(spec),
+    )
+    if code != 0:
+        raise JobError(" | ".join(lines))
+
+
+def copy_image(spec: dict[str, Any], status: Status) -> None:
+    """Copy the image from the head (`docker save` there, `docker load` here), unless the
+    same image ID is here already; then read it as a pulled one is read."""
+    import urllib.parse
+    import urllib.request
+
+    image = spec["image"]
+    listing = wait_for_head(spec, status, "/image", image=image)
+    if image_id(image) != listing["id"]:
+        total = int(listing.get("size") or 0) or None
+        status.update(force=True, phase="copy", done=0, total=total)
+        if total:
+            root = docker("info", "-f", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
+            check_room(f"{image} ({human(total)})", root, total)
+        query = urllib.parse.urlencode({"image": image})
+        url = f"http://{spec['source']}:{spec['port']}/save?{query}"
+        loading = subprocess.Popen(
+            [DOCKER, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=False
+        )
+        assert loading.stdin is not None and loading.stdout is not None
+        moved = 0
+        with urllib.request.urlopen(url, timeout=60) as response:
+            while chunk := response.read(COPY_CHUNK):
+                loading.stdin.write(chunk)
+                moved += len(chunk)
+                status.update(done=moved)
+        loading.stdin.close()
+        output = loading.stdout.read().decode(errors="replace").strip()
+        if loading.wait() != 0 or image_id(image) != listing["id"]:
+            raise JobError(f"docker load of {image} from the head failed: {output}")
+        print(output, flush=True)
+        status.update(force=True, done=moved, total=moved)
+    read_image(image, spec, status)
+
+
 # --- the command ---------------------------------------------------------------------------
 
 KINDS: dict[str, Callable[[dict[str, Any], Status], None]] = {
     "model": fetch_model,
     "image": fetch_image,
+    "copy-model": copy_model,
+    "copy-image": copy_image,
+    "serve": serve,
 }
 
 

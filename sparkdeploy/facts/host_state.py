@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 
 from pyinfra import host
-from pyinfra.api import FactBase
+from pyinfra.api import FactBase, Host
 
 from sparkdeploy.config.paths import (
     ENGINE_FILE_GLOBS,
@@ -219,10 +219,12 @@ class SparkHostState(FactBase):
         )
 
 
-def host_state() -> HostState:
-    """The current host's preparation state, gathered once per run."""
-    spark = host.data.spark
-    plan = host.data.get("engine_plan")
+def host_state(target: Host | None = None) -> HostState:
+    """The preparation state of the current host (or of ``target``, its peer), gathered
+    once per run."""
+    target = target or host
+    spark = target.data.spark
+    plan = target.data.get("engine_plan")
     models = tuple(
         part
         for folder, want, tokenizer in spark.model_folders()
@@ -232,7 +234,7 @@ def host_state() -> HostState:
         path for path, file in managed_files(spark, plan).items() if file.read_by == "host_state"
     )
     return gathered(
-        host,
+        target,
         SparkHostState,
         user=spark.user,
         paths=paths,

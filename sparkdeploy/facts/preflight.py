@@ -55,7 +55,8 @@ DOCKER_LINES = (
     "{{json .Runtimes}}' 2>&1 | tail -n1)",
     "printf 'docker_info=%s\\n' \"$info\"",
     "root=$(printf '%s' \"$info\" | cut -d'|' -f3)",
-    '[ -z "$root" ] || [ ! -d "$root" ] || df -Pk "$root" | awk \'NR==2{print "docker_free_kb="$4}\'',
+    'if [ -n "$root" ]; then while [ ! -d "$root" ]; do root=$(dirname "$root"); done;'
+    ' df -Pk "$root" | awk \'NR==2{print "docker_free_kb="$4}\'; fi',
     "printf 'gpu_hook=%s\\n' \"$(command -v nvidia-container-runtime-hook)\"",
     "printf 'gpu_cdi=%s\\n' \"$(grep -ls 'nvidia.com/gpu' /etc/cdi/* /var/run/cdi/* 2>/dev/null"
     ' | head -n1)"',

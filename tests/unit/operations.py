@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import itertools
 from dataclasses import dataclass, field, replace
+from inspect import getfullargspec
 from typing import Any
 from unittest import mock
 
@@ -96,6 +97,9 @@ def _text(command: Any, outcome: Outcome) -> str:
         )
         return f"upload {command.dest}"
     if isinstance(command, FunctionCommand):
+        # pyinfra passes (state, host) only to a function whose first arguments are so named
+        # (FunctionCommand.execute); any other would get the operation's arguments alone.
+        assert getfullargspec(command.function).args[:2] == ["state", "host"], command.function
         outcome.callbacks.append(command)
         return f"call {getattr(command.function, '__name__', command.function)}"
     raise TypeError(f"unexpected command {command!r}")

@@ -68,8 +68,9 @@ def test_only_what_is_missing_is_fetched():
     outcome = run(fetch.fetched, host, jobs=jobs_of(host), timeout=60)
     assert outcome.commands == ["call _fetch"]
     [callback] = outcome.callbacks
-    missing, timeout = callback.args
+    missing, timeout, serving, head = callback.args
     assert [job.spec.get("folder") for job in missing] == [DRAFT] and timeout == 60
+    assert serving == [] and head == ""
 
 
 @pytest.mark.parametrize(
@@ -175,7 +176,7 @@ def watching(looks, jobs, timeout=600, clock=None):
         mock.patch.object(fetch.gevent, "sleep", lambda _: None),
         mock.patch.object(fetch.time, "monotonic", clock or iter(range(0, 10**6, 10)).__next__),
     ):
-        fetch._fetch(None, spark_, jobs, timeout)
+        fetch._fetch(mock.Mock(failed_hosts=set()), spark_, jobs, timeout, [])
     return spark_, logged
 
 

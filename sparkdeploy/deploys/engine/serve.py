@@ -106,13 +106,13 @@ def _judge_image(plan: EnginePlan, reading: dict) -> None:
         )
 
 
-def _read_and_judge(state, host_, plan: EnginePlan) -> None:
+def _read_and_judge(state, host, plan: EnginePlan) -> None:
     """The image was fetched in this run: read what spark-fetch read from it, then judge."""
     command = (
         f"id=$(docker image inspect -f '{{{{.Id}}}}' {shell(plan.image)}) && "
         f'cat {IMAGE_READINGS}/"${{id#sha256:}}".json'
     )
-    ok, output = host_.run_shell_command(StringCommand(command), _sudo=True)
+    ok, output = host.run_shell_command(StringCommand(command), _sudo=True)
     if not ok:
         raise OperationError(f"no reading of {plan.image} on the Spark: {output.stderr}")
     _judge_image(plan, json.loads(output.stdout))

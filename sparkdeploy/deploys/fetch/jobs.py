@@ -18,11 +18,12 @@ from typing import Any
 
 import gevent
 from pyinfra import host, logger
-from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
+from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
 
 from sparkdeploy.config.paths import FETCH_BIN, FETCH_JOBS, FETCH_UNIT, MODEL_CHECK_BIN
 from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.topology import Place
 from sparkdeploy.deploys.fetch.progress import (
     failure_text,
     finished_line,
@@ -32,10 +33,14 @@ from sparkdeploy.deploys.managed import managed_file
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import HostState, host_state
+from sparkdeploy.facts.network import peer_of
 from sparkdeploy.knowledge.images import reading_script
 from sparkdeploy.render import file_text
 
 POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip each)
+# The head of a pair serves the copies on this TCP port of its fabric address (IANA lists
+# it unassigned; the engines' defaults are 8000/30000 and their NCCL/Gloo ports 29500+).
+PAIR_COPY_PORT = 47471
 SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
 
 
@@ -52,12 +57,19 @@ class FetchJob:
     def unit(self) -> str:
         return f"spark-fetch@{self.id}.service"
 
+    @property
+    def key(self) -> str:
+        """What it brings, the same on both Sparks of a pair: repo@revision, or the image."""
+        return str(self.spec["want"] if self.kind.endswith("model") else self.spec["image"])
+
     def done(self, state: HostState) -> bool:
-        """Whether the host-state fact already shows the work done."""
-        if self.kind == "model":
+        """Whether the host-state fact already shows the work done (a server never is)."""
+        if self.kind.endswith("model"):
             return bool(state.models.get(self.spec["folder"], {}).get("complete"))
-        reading = state.image_reading or {}
-        return bool(state.image_id) and reading.get("engine") == self.spec["engine"]
+        if self.kind.endswith("image"):
+            reading = state.image_reading or {}
+            return bool(state.image_id) and reading.get("engine") == self.spec["engine"]
+        return False
 
 
 def job_id(kind: str, name: str) -> str:
@@ -113,6 +125,53 @@ def image_job(plan: EnginePlan) -> FetchJob:
     return FetchJob(job_id("image", plan.image), "image", label, spec)
 
 
+@dataclass(frozen=True)
+class PairLink:
+    """How the Sparks of a pair reach each other for the copy: the head's server listens on
+    its own fabric address and answers the other Spark's only."""
+
+    head: str  # the head Spark's name
+    head_ip: str
+    other_ip: str
+
+
+def pair_link(place: Place) -> PairLink | None:
+    """The first rail both Sparks of a pair have, seen from the head (None: no pair, or no
+    QSFP link to copy over)."""
+    if not place.paired:
+        return None
+    for rail in place.rails:
+        if rail.ip and rail.peer_ip:
+            head_ip, other_ip = (
+                (rail.ip, rail.peer_ip) if place.rank == 0 else (rail.peer_ip, rail.ip)
+            )
+            return PairLink(place.head, head_ip, other_ip)
+    return None
+
+
+def copy_job(job: FetchJob, link: PairLink) -> FetchJob:
+    """The other Spark's job for ``job``: copy it from the head over the link."""
+    kind = f"copy-{job.kind}"
+    label = f"{job.label} (from {link.head})"
+    spec = {**job.spec, "kind": kind, "label": label, "source": link.head_ip}
+    return FetchJob(job_id(kind, job.key), kind, label, {**spec, "port": PAIR_COPY_PORT})
+
+
+def serve_job(jobs: list[FetchJob], link: PairLink) -> FetchJob:
+    """The head's server of the pair's copies: exactly these folders and images."""
+    label = f"copies for the other Spark ({link.other_ip})"
+    spec = {
+        "kind": "serve",
+        "label": label,
+        "bind": link.head_ip,
+        "allow": link.other_ip,
+        "port": PAIR_COPY_PORT,
+        "models": {job.key: job.spec["folder"] for job in jobs if job.kind == "model"},
+        "images": [job.key for job in jobs if job.kind == "image"],
+    }
+    return FetchJob(job_id("serve", link.head_ip), "serve", label, spec)
+
+
 def start_command(jobs: list[FetchJob]) -> str:
     """Write each job's spec and start its unit unless it is running (then it is attached
     to): its old status goes first, so a finished job of an earlier run is not read as this
@@ -138,27 +197,38 @@ def read_statuses(host_, jobs: list[FetchJob]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.stdout.splitlines() if line.startswith("{")]
 
 
-def _fetch(state, host_, jobs: list[FetchJob], timeout: int) -> None:
+def _fetch(
+    state, host, jobs: list[FetchJob], timeout: int, serving: list[FetchJob], head: str = ""
+) -> None:
     """Report what an earlier run left, start or attach, then watch until every job is done
-    (or one fails, or the wait ends: the jobs go on, the next run attaches)."""
+    (or one fails, or the wait ends: the jobs go on, the next run attaches). ``serving``
+    jobs are started, not watched; a copy stops waiting when its ``head`` failed."""
     units = {job.id: job.unit for job in jobs}
-    for status in read_statuses(host_, jobs):
+    for status in read_statuses(host, jobs) if jobs else ():
         if status["unit"] in ("active", "activating"):
-            logger.info(f"{host_.print_prefix}attaching to {units[status['id']]}, still running")
+            logger.info(f"{host.print_prefix}attaching to {units[status['id']]}, still running")
         elif status.get("state") == "failed":
             logger.warning(
-                f"{host_.print_prefix}the last attempt: {failure_text(status, units[status['id']])}"
+                f"{host.print_prefix}the last attempt: {failure_text(status, units[status['id']])}"
                 "\n  retrying now"
             )
-    ok, output = host_.run_shell_command(StringCommand(start_command(jobs)), _sudo=True)
+    command = StringCommand(start_command([*serving, *jobs]))
+    ok, output = host.run_shell_command(command, _sudo=True)
     if not ok:
         raise OperationError(f"could not start the fetch jobs: {output.stderr}")
+    if not jobs:
+        return
     terminal = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
     shown = 0.0
     while True:
         gevent.sleep(POLL_EVERY)
-        statuses = read_statuses(host_, jobs)
+        if head and any(failed.name == head for failed in state.failed_hosts):
+            raise OperationError(
+                f"{head}, which fetches what this Spark copies, failed: see its error; the "
+                f"copies wait for it on this Spark (journalctl -u spark-fetch@*)"
+            )
+        statuses = read_statuses(host, jobs)
         for status in statuses:  # stopped before it could write a status
             if status.get("state") == "none" and status["unit"] not in ("active", "activating"):
                 status.update(state="failed", error=f"{units[status['id']]} did not start")
@@ -170,7 +240,7 @@ def _fetch(state, host_, jobs: list[FetchJob], timeout: int) -> None:
         running = [s for s in statuses if s.get("state") != "done"]
         if not running:
             for status in statuses:
-                logger.info(f"{host_.print_prefix}{finished_line(status)}")
+                logger.info(f"{host.print_prefix}{finished_line(status)}")
             return
         if time.monotonic() > deadline:
             follow = " ".join(f"-u {units[s['id']]}" for s in running)
@@ -180,19 +250,27 @@ def _fetch(state, host_, jobs: list[FetchJob], timeout: int) -> None:
                 f"with `journalctl -f {follow}` and run the deploy again to attach"
             )
         if time.monotonic() - shown >= SHOW_EVERY:
-            logger.info(f"{host_.print_prefix}{progress_line(running, terminal)}")
+            logger.info(f"{host.print_prefix}{progress_line(running, terminal)}")
             shown = time.monotonic()
 
 
 @operation()
-def fetched(jobs: list[FetchJob], timeout: int = 21600):
+def fetched(
+    jobs: list[FetchJob],
+    timeout: int = 21600,
+    serving: list[FetchJob] | None = None,
+    head: str = "",
+):
     """
     Bring the images and model folders of ``jobs`` onto the Spark: start a Spark-side job
     (``spark-fetch@ID.service``) for each one not there yet, or attach to it when it is
     already running, and wait, showing progress, until all are done.
 
-    + jobs: what to fetch (``model_jobs``, ``image_job``)
+    + jobs: what to fetch (``model_jobs``, ``image_job``) or copy from the head of a pair
+      (``copy_job``)
     + timeout: seconds to wait; the jobs go on after it, and the next run attaches
+    + serving: the head's server of the other Spark's copies: started, not waited for
+    + head: the Spark a copy comes from; the wait ends when that Spark failed
 
     **Example:**
 
@@ -202,17 +280,59 @@ def fetched(jobs: list[FetchJob], timeout: int = 21600):
     """
     state = host_state()
     missing = [job for job in jobs if not job.done(state)]
-    if not missing:
+    if not missing and not serving:
         host.noop("every image and model folder is on the Spark")
         return
-    yield FunctionCommand(_fetch, (missing, timeout), {})
+    yield FunctionCommand(_fetch, (missing, timeout, list(serving or ()), head), {})
+
+
+@operation()
+def serving_stopped(job: FetchJob | None):
+    """
+    Stop the head's server of the pair's copies: every Spark has finished its copies when
+    this operation runs (after ``fetched`` on all of them).
+
+    + job: the head's ``serve_job`` started in this run, or None
+
+    **Example:**
+
+    .. code:: python
+
+        fetch.serving_stopped(job=serve_job(jobs, link))
+    """
+    if job is None:
+        host.noop("no copy was served in this run")
+        return
+    yield f"systemctl stop {job.unit}"
+
+
+def jobs_of(target: Host, group: str = "") -> list[FetchJob]:
+    """What a Spark must have: its engine image and its model folders (``group`` owns them)."""
+    plan: EnginePlan | None = target.data.get("engine_plan")
+    return [*([image_job(plan)] if plan else []), *model_jobs(target.data.spark, group)]
+
+
+def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
+    """The ``fetched`` arguments of the current Spark. Alone, it fetches everything. In a
+    pair with a QSFP link, the head fetches from the internet and serves what the other
+    Spark lacks; the other copies from the head what the head has (the rest it fetches)."""
+    link = pair_link(host.data.place)
+    other = peer_of(host)
+    if link is None or other is None:
+        return {"jobs": jobs}
+    if host.name == link.head:
+        other_state = host_state(other)
+        lacking = {job.key for job in jobs_of(other) if not job.done(other_state)}
+        served = [job for job in jobs if job.key in lacking]
+        return {"jobs": jobs, "serving": [serve_job(served, link)] if served else []}
+    head_keys = {job.key for job in jobs_of(host.inventory.get_host(link.head))}
+    copies = [copy_job(job, link) if job.key in head_keys else job for job in jobs]
+    return {"jobs": copies, "head": link.head}
 
 
 @deploy("Fetch the engine image and the model folders")
 def fetch_everything() -> None:
     spark: SparkSettings = host.data.spark
-    plan: EnginePlan | None = host.data.get("engine_plan")
-    state = host_state()
     managed_file(
         name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
     )
@@ -223,9 +343,15 @@ def fetch_everything() -> None:
         content=file_text("spark-fetch@.service"),
     )
     systemd.daemon_reload(name="Reload systemd units", _if=unit.did_change)
-    jobs = [*([image_job(plan)] if plan else []), *model_jobs(spark, state.user_group)]
+    arguments = fetch_plan(jobs_of(host, host_state().user_group))
+    # One operation for every Spark, so that the head fetches while the other copies.
     fetched(
-        name="Fetch the engine image and the model folders (Spark-side jobs)",
-        jobs=jobs,
+        name="Fetch the engine image and the model folders (a pair: once, over QSFP)",
         timeout=spark.fetch_timeout,
+        **arguments,
+    )
+    serving = arguments.get("serving") or []
+    serving_stopped(
+        name="Stop serving the pair's copies",
+        job=serving[0] if serving else None,
     )
