@@ -129,18 +129,15 @@ def watch(command: list[str], sample: Callable[[], None], **popen: Any) -> tuple
     os.set_blocking(process.stdout.fileno(), False)
     while True:
         ready, _, _ = select.select([process.stdout], [], [], 1.0)
-        if ready:
-            chunk = process.stdout.read() or ""
-            for line in chunk.splitlines():
-                print(line, flush=True)
-                lines = [*lines[-19:], line]
-        sample()
-        if process.poll() is not None and not ready:
-            rest = process.stdout.read() or ""
-            for line in rest.splitlines():
-                print(line, flush=True)
-                lines = [*lines[-19:], line]
+        chunk = process.stdout.read() if ready else None
+        if chunk == "":  # end of its output: it has exited (or is about to)
+            process.wait()
+            sample()
             return process.returncode, lines
+        for line in (chunk or "").splitlines():
+            print(line, flush=True)
+            lines = [*lines[-19:], line]
+        sample()
 
 
 # --- model folders ---------------------------------------------------------------------

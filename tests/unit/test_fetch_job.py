@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import stat
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -159,3 +161,85 @@ def test_the_command_line(job: ModuleType, capsys: pytest.CaptureFixture[str]):
     assert job.main([]) == 2
     assert "spark-fetch run ID" in capsys.readouterr().err
     assert sys.modules.get("fetch_job") is None  # loaded as a file, as the Spark runs it
+
+
+# --- the pair's copy, between two folders of this machine --------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A sealed folder on the 'head', served on 127.0.0.1 to 127.0.0.1 (in a thread)."""
+    import threading
+
+    folder = tmp_path / "head" / "m"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text('{"a": 1}')
+    (folder / "w.safetensors").write_bytes(os.urandom(3_000_000))
+    (folder / ".cache" / "huggingface").mkdir(parents=True)
+    (folder / ".cache" / "huggingface" / "x.metadata").write_text("hf's own")
+    (folder / job.MARKER).write_text("o/m@main\n")
+    check = tmp_path / "spark-model-check"
+    check.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "files" / "model_check.py"} "$@"\n')
+    check.chmod(0o755)
+    monkeypatch.setattr(job, "MODEL_CHECK", str(check))
+    monkeypatch.setattr(job, "IDLE", 3)
+    port = free_port()
+    spec = {"bind": "127.0.0.1", "allow": "127.0.0.1", "port": port,
+            "models": {"o/m@main": str(folder)}, "images": []}  # fmt: skip
+    server = threading.Thread(target=job.serve, args=(spec, job.Status("serve-x", "s")))
+    server.start()
+    for _ in range(100):  # until it listens
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    yield folder, port
+    server.join(timeout=10)
+
+
+def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
+    import pwd
+
+    folder, port = head
+    target = tmp_path / "other" / "m"
+    partial = target / ".cache" / "spark-copy" / "w.safetensors"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes((folder / "w.safetensors").read_bytes()[:1_000_000])
+    spec = {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
+            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name}  # fmt: skip
+    status = job.Status("copy-model-x", "copy")
+    job.copy_model(spec, status)
+    assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
+    assert (target / "config.json").read_text() == '{"a": 1}'
+    assert (target / job.MARKER).read_text().strip() == "o/m@main"  # sealed here
+    assert not (target / ".cache" / "huggingface").exists()  # hf's files stay on the head
+    assert status.data["done"] == status.data["total"] == 3_000_000 + 8
+
+
+def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: ModuleType, head):
+    import urllib.error
+    import urllib.request
+
+    _, port = head
+    for path in ("/model?want=o/other@main", "/file?want=o/m@main&path=../../etc/passwd"):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+        assert caught.value.code == 404
+    job_spec = {"source": "127.0.0.1", "port": port}
+    listing = job.head_json(job_spec, "/model", want="o/m@main")
+    assert listing == {"ready": True, "files": {"config.json": 8, "w.safetensors": 3_000_000}}
+
+
+def test_a_watched_command_ends_with_its_code_and_last_lines(job: ModuleType):
+    samples = []
+    code, lines = job.watch(
+        ["sh", "-c", "echo one; sleep 1.2; echo two; exit 3"], lambda: samples.append(1)
+    )
+    assert (code, lines) == (3, ["one", "two"])
+    assert 1 <= len(samples) <= 6  # about once a second, and it returned

@@ -137,7 +137,7 @@ def test_the_start_command_writes_each_spec_and_starts_only_a_job_not_running():
     assert lines[3] == f"mv -f {spec}.tmp {spec}"
     assert lines[4] == (
         f"systemctl is-active -q {model.unit} || {{ rm -f {FETCH_JOBS}/{model.id}.status.json;"
-        f" systemctl reset-failed {model.unit} 2>/dev/null; systemctl start {model.unit}; }}"
+        f" systemctl reset-failed {model.unit} 2>/dev/null || true; systemctl start {model.unit}; }}"
     )
 
 
@@ -353,3 +353,91 @@ def test_a_ray_pair_refuses_an_image_without_ray():
         f"{plan.image} (sha256:abababababab, vllm {plan.version}) has no `ray` program, which "
         "this pair's Ray units run: choose an image with Ray, or an engine mode without it"
     ]
+
+
+# --- a pair: fetched once, copied over the link ---------------------------------------------
+
+
+def planned_for(hosts, name: str, **state_changes):
+    from pyinfra.context import ctx_host, ctx_state
+
+    host = hosts[name]
+    with ctx_state.use(host.state), ctx_host.use(host):
+        return fetch.fetch_plan(fetch.jobs_of(host, "nvidia"))
+
+
+def pair_with(head_state: dict, other_state: dict):
+    from tests.unit.operations import pair
+
+    hosts = pair(**REPOS, engine={"name": "sglang"})
+    given(hosts["spark-1"], SparkHostState, host_state(**head_state))
+    given(hosts["spark-2"], SparkHostState, host_state(**other_state))
+    return hosts
+
+
+FRESH = {"models": {}, "image_id": "", "image_reading": None}
+
+
+def test_the_head_fetches_and_serves_what_the_other_lacks_on_its_fabric_address():
+    hosts = pair_with(FRESH, FRESH)
+    arguments = planned_for(hosts, "spark-1")
+    assert [job.kind for job in arguments["jobs"]] == ["image", "model", "model"]
+    [server] = arguments["serving"]
+    assert server.spec == {
+        "kind": "serve",
+        "label": "copies for the other Spark (192.168.100.2)",
+        "bind": "192.168.100.1",
+        "allow": "192.168.100.2",
+        "port": fetch.PAIR_COPY_PORT,
+        "models": {
+            f"{REPOS['model_repo']}@main": MODEL,
+            f"{REPOS['draft_model_repo']}@main": DRAFT,
+        },
+        "images": [IMAGE],
+    }
+
+
+def test_the_other_copies_everything_the_head_has_from_the_head():
+    hosts = pair_with(FRESH, FRESH)
+    arguments = planned_for(hosts, "spark-2")
+    assert arguments["head"] == "spark-1"
+    copies = arguments["jobs"]
+    assert [job.kind for job in copies] == ["copy-image", "copy-model", "copy-model"]
+    assert {job.spec["source"] for job in copies} == {"192.168.100.1"}
+    assert copies[1].spec["folder"] == MODEL and copies[1].label.endswith("(from spark-1)")
+    assert all(job.id.startswith(job.kind + "-") for job in copies)
+
+
+def test_what_the_other_has_already_is_not_served():
+    reading = {"id": "sha256:ab", "engine": "sglang", "flags": []}
+    has_all = {"models": complete(MODEL, DRAFT), "image_id": "sha256:ab", "image_reading": reading}
+    hosts = pair_with(FRESH, has_all)
+    assert planned_for(hosts, "spark-1")["serving"] == []
+    has_model = {**FRESH, "models": complete(MODEL)}
+    hosts = pair_with(FRESH, has_model)
+    [server] = planned_for(hosts, "spark-1")["serving"]
+    assert list(server.spec["models"]) == [f"{REPOS['draft_model_repo']}@main"]
+    assert server.spec["images"] == [IMAGE]
+
+
+def test_the_server_is_stopped_after_the_copies_and_only_when_started():
+    host = spark()
+    assert run(fetch.serving_stopped, host, job=None).noop == "no copy was served in this run"
+    hosts = pair_with(FRESH, FRESH)
+    [server] = planned_for(hosts, "spark-1")["serving"]
+    outcome = run(fetch.serving_stopped, hosts["spark-1"], job=server)
+    assert outcome.commands == [f"systemctl stop {server.unit}"]
+
+
+def test_a_copy_stops_waiting_when_the_head_failed():
+    job = a_model_job()
+    running = status(job, state="running", phase="waiting")
+    head = mock.Mock()
+    head.name = "spark-1"
+    spark_ = Spark([[running]])
+    with (
+        mock.patch.object(fetch, "logger", mock.Mock()),
+        mock.patch.object(fetch.gevent, "sleep", lambda _: None),
+        pytest.raises(OperationError, match="spark-1, which fetches what this Spark copies"),
+    ):
+        fetch._fetch(mock.Mock(failed_hosts={head}), spark_, [job], 600, [], "spark-1")

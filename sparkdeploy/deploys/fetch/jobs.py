@@ -183,7 +183,7 @@ def start_command(jobs: list[FetchJob]) -> str:
             f"printf '%s\\n' {shell(json.dumps(job.spec, sort_keys=True))} > {spec}.tmp",
             f"mv -f {spec}.tmp {spec}",
             f"systemctl is-active -q {job.unit} || {{ rm -f {FETCH_JOBS}/{job.id}.status.json;"
-            f" systemctl reset-failed {job.unit} 2>/dev/null;"
+            f" systemctl reset-failed {job.unit} 2>/dev/null || true;"
             f" systemctl start {job.unit}; }}",
         ]
     return "set -e\n" + "\n".join(lines)
@@ -215,7 +215,7 @@ def _fetch(
     command = StringCommand(start_command([*serving, *jobs]))
     ok, output = host.run_shell_command(command, _sudo=True)
     if not ok:
-        raise OperationError(f"could not start the fetch jobs: {output.stderr}")
+        raise OperationError(f"could not start the fetch jobs: {output.stderr or output.stdout}")
     if not jobs:
         return
     terminal = sys.stdout.isatty()
