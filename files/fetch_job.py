@@ -370,6 +370,12 @@ def pull(image: str, status: Status) -> None:
     status.update(force=True, done=progress.total or progress.done)
 
 
+def last_line(lines: list[str]) -> str:
+    """The last line that says something (what an engine printed before it failed)."""
+    said = [line.strip() for text in lines for line in text.splitlines() if line.strip()]
+    return said[-1] if said else "no output"
+
+
 FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
 
 
@@ -413,7 +419,7 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
         "release": release,
         "ray": ray,
         "flags": flags if len(flags) > 5 else None,  # None: the engine's --help did not answer
-        "help_error": "" if len(flags) > 5 else (result.stderr.strip().splitlines() or [""])[-1],
+        "help_error": "" if len(flags) > 5 else last_line([*help_lines, result.stderr]),
     }
     READINGS.mkdir(parents=True, exist_ok=True)
     temporary = cache.with_suffix(".tmp")

@@ -375,7 +375,7 @@ def pair_with(head_state: dict, other_state: dict):
     return hosts
 
 
-FRESH = {"models": {}, "image_id": "", "image_reading": None}
+FRESH: dict[str, Any] = {"models": {}, "image_id": "", "image_reading": None}
 
 
 def test_the_head_fetches_and_serves_what_the_other_lacks_on_its_fabric_address():

@@ -60,8 +60,6 @@ IMAGES = HERE.parent / "images.json"
 DEFAULT_LAYERS = [1_000_000, 3_000_000]
 DEFAULT_RATE = 50_000_000  # bytes/s
 CHUNK = 16384
-# Bump when the generated content changes, so that caches are made again.
-GENERATOR = "3"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PROGRAMS = "/opt/spark-twin/image"  # the images' own programs in a twin (standins/install.sh)
 SITE = "usr/local/lib/python3/dist-packages"
@@ -152,13 +150,26 @@ def distributions(entry: dict) -> list[tuple[str, bytes]]:
         found.append((entry["engine"], entry["version"]))
     if entry.get("ray"):
         found.append(("ray", ray_version()))
-    return [
+    files = [
         (
             f"{SITE}/{name}-{version}.dist-info/METADATA",
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
         )
         for name, version in found
     ]
+    if entry.get("engine") == "sglang":
+        # `python3 -m sglang.launch_server`, as SGLang's images run it, is the stand-in engine
+        # (the image's sglang program) whatever the container's command line around it.
+        files += [
+            (f"{SITE}/sglang/__init__.py", b""),
+            (
+                f"{SITE}/sglang/launch_server.py",
+                b"import os, sys\n"
+                b"program = '" + PROGRAMS.encode() + b"/sglang/sglang'\n"
+                b"os.execv(program, [program, *sys.argv[1:]])\n",
+            ),
+        ]
+    return files
 
 
 def image_path(entry: dict) -> str:
@@ -184,7 +195,9 @@ class Content:
 def build(images: Path, cache: Path) -> Content:
     """Make the blobs of every image into the cache, unless it holds them for this images.json."""
     source = images.read_bytes()
-    key = hashlib.sha256(source + GENERATOR.encode() + ray_version().encode()).hexdigest()
+    # this file makes the content: a change to it makes the cache again
+    generator = Path(__file__).read_bytes()
+    key = hashlib.sha256(source + generator + ray_version().encode()).hexdigest()
     index = cache / "content.json"
     try:
         if json.loads(index.read_text())["key"] == key:
