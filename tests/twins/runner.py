@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.twins.harness import ROOT
 
@@ -61,10 +62,30 @@ def run_deploy(
     inventory: Path, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
 ) -> DeployRun:
     """`pyinfra -y --json -vv inventory.py deploy.py` against the given inventory file."""
-    command = [str(PYINFRA), "-y", "--json", "-vv", "inventory.py", deploy, *extra]
-    environment = {**os.environ, "SPARK_INVENTORY": str(inventory), **(env or {})}
     started = time.monotonic()
     done = subprocess.run(
-        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1800
+        **_deploy(inventory, extra, env, deploy), capture_output=True, text=True, timeout=1800
     )
     return DeployRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def start_deploy(
+    inventory: Path, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
+) -> subprocess.Popen[str]:
+    """The same deploy, started in the background in a process group of its own (so that a
+    test can take the laptop away in the middle: kill the group)."""
+    return subprocess.Popen(
+        **_deploy(inventory, extra, env, deploy),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _deploy(
+    inventory: Path, extra: tuple[str, ...], env: dict[str, str] | None, deploy: str
+) -> dict[str, Any]:
+    command = [str(PYINFRA), "-y", "--json", "-vv", "inventory.py", deploy, *extra]
+    environment = {**os.environ, "SPARK_INVENTORY": str(inventory), **(env or {})}
+    return {"args": command, "cwd": ROOT, "env": environment}
