@@ -346,7 +346,7 @@ def fetch_everything() -> None:
     arguments = fetch_plan(jobs_of(host, host_state().user_group))
     # One operation for every Spark, so that the head fetches while the other copies.
     fetched(
-        name="Fetch the engine image and the model folders (a pair: once, over QSFP)",
+        name="Fetch the engine image and the model folders (once for a pair)",
         timeout=spark.fetch_timeout,
         **arguments,
     )
