@@ -62,6 +62,7 @@ DEFAULT_RATE = 50_000_000  # bytes/s
 CHUNK = 16384
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PROGRAMS = "/opt/spark-twin/image"  # the images' own programs in a twin (standins/install.sh)
+ENGINE = "/opt/spark-twin/standins/engine/engine.py"  # the stand-in engine in a twin
 SITE = "usr/local/lib/python3/dist-packages"
 CREATED = "2026-01-01T00:00:00Z"
 
@@ -159,15 +160,16 @@ def distributions(entry: dict) -> list[tuple[str, bytes]]:
     ]
     if entry.get("engine") == "sglang":
         # `python3 -m sglang.launch_server`, as SGLang's images run it, is the stand-in engine
-        # (the image's sglang program) whatever the container's command line around it.
+        # run as that command, whatever the container's command line around it.
+        launch = (
+            "import os, sys\n"
+            f"engine = {ENGINE!r}\n"
+            "os.execv(sys.executable, [sys.executable, engine, 'python3', '-m',"
+            " 'sglang.launch_server', *sys.argv[1:]])\n"
+        )
         files += [
             (f"{SITE}/sglang/__init__.py", b""),
-            (
-                f"{SITE}/sglang/launch_server.py",
-                b"import os, sys\n"
-                b"program = '" + PROGRAMS.encode() + b"/sglang/sglang'\n"
-                b"os.execv(program, [program, *sys.argv[1:]])\n",
-            ),
+            (f"{SITE}/sglang/launch_server.py", launch.encode()),
         ]
     return files
 
