@@ -68,12 +68,16 @@ def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], 
             "only the catalogue check stands"
         )
     else:
+        fix = (
+            f"set engine.version: {reading.release!r}, the release the image holds"
+            if reading.release and reading.release != plan.version
+            else "remove it from engine.args, or choose an image whose release has it"
+        )
         for flag in sorted(set(flag_names(plan.flags))):
             if flag not in reading.flags:
                 problems.append(
                     f"{flag}: the engine in {where} does not accept it (its --help lists no "
-                    f"such flag); the {plan.version} catalogue did. Remove it from engine.args "
-                    "or choose an image whose release has it"
+                    f"such flag); the {plan.version} catalogue did. Fix: {fix}"
                 )
     if any(service.role.startswith("ray-") for service in plan.services) and not reading.ray:
         problems.append(

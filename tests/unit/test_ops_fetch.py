@@ -317,6 +317,7 @@ def test_a_flag_the_image_does_not_list_is_refused_naming_flag_image_and_release
         f"--speculative-eagle-topk: the engine in {plan.image} (sha256:abababababab, sglang "
         "0.5.9) does not accept it"
     ) in text
+    assert "Fix: set engine.version: '0.5.9', the release the image holds" in text
 
 
 def test_an_image_read_in_this_run_is_read_at_execution():
