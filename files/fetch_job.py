@@ -35,10 +35,8 @@ from pathlib import Path
 from typing import Any
 
 JOBS = Path(os.environ.get("SPARK_FETCH_JOBS", "/var/lib/spark-deploy/fetch"))
-READINGS = Path(os.environ.get("SPARK_FETCH_READINGS", "/var/lib/spark-deploy/images"))
-HF_PYTHON = "/opt/spark-deploy/hf-cli/bin/python"
-HF = "/opt/spark-deploy/hf-cli/bin/hf"
-MODEL_CHECK = "/usr/local/sbin/spark-model-check"
+# Where the hf command's venv, spark-model-check and the image readings are: the deploy's
+# paths (config/paths.py), given in each job's spec.
 MARKER = ".spark-deploy-complete"  # spark-model-check's seal: the folder is complete
 DOCKER = "/usr/bin/docker"
 UNIT = "spark-fetch@{id}.service"
@@ -166,7 +164,7 @@ def as_operator(spec: dict[str, Any]) -> dict[str, Any]:
 def hub_files(spec: dict[str, Any]) -> dict[str, int]:
     """The revision's files and sizes from the Hub ({} when the Hub does not answer)."""
     result = subprocess.run(
-        [HF_PYTHON, "-c", HUB_FILES, spec["repo"], spec["revision"]],
+        [f"{spec['hf_venv']}/bin/python", "-c", HUB_FILES, spec["repo"], spec["revision"]],
         capture_output=True,
         text=True,
         timeout=120,
@@ -214,7 +212,7 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
     print(f"downloading {spec['repo']}@{spec['revision']} into {folder}", flush=True)
     code, lines = watch(
         [
-            HF,
+            f"{spec['hf_venv']}/bin/hf",
             "download",
             spec["repo"],
             "--revision",
@@ -235,7 +233,15 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
         status.update(force=True, phase="repair")
         print(f"fetching {', '.join(missing)} from {spec['base_repo']}", flush=True)
         code, lines = watch(
-            [HF, "download", spec["base_repo"], *missing, "--local-dir", str(folder), "--quiet"],
+            [
+                f"{spec['hf_venv']}/bin/hf",
+                "download",
+                spec["base_repo"],
+                *missing,
+                "--local-dir",
+                str(folder),
+                "--quiet",
+            ],  # fmt: skip
             lambda: None,
             **operator,
         )
@@ -244,7 +250,9 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
     status.update(force=True, phase="seal")
     tokenizer = "1" if spec["needs_tokenizer"] else "0"
     code, lines = watch(
-        [MODEL_CHECK, "--seal", str(folder), spec["want"], tokenizer], lambda: None, **operator
+        [spec["model_check"], "--seal", str(folder), spec["want"], tokenizer],
+        lambda: None,
+        **operator,
     )
     if code != 0:
         raise JobError(" | ".join(lines))
@@ -382,11 +390,12 @@ FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
 def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, Any]:
     """What the deploy checks an engine against, read once per image ID: its ID, digests,
     entrypoint and command, the engine release inside, whether it has `ray`, and the flags
-    the engine's own --help lists. Cached in READINGS/<id>.json."""
+    the engine's own --help lists. Cached in the readings folder as <id>.json."""
     found = image_id(image)
     if not found:
         raise JobError(f"{image} is not on this Spark after the pull")
-    cache = READINGS / f"{found.removeprefix('sha256:')}.json"
+    readings = Path(spec["readings"])
+    cache = readings / f"{found.removeprefix('sha256:')}.json"
     if cache.exists():
         reading = json.loads(cache.read_text())
         if reading.get("engine") == spec["engine"]:
@@ -421,7 +430,7 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
         "flags": flags if len(flags) > 5 else None,  # None: the engine's --help did not answer
         "help_error": "" if len(flags) > 5 else last_line([*help_lines, result.stderr]),
     }
-    READINGS.mkdir(parents=True, exist_ok=True)
+    readings.mkdir(parents=True, exist_ok=True)
     temporary = cache.with_suffix(".tmp")
     temporary.write_text(json.dumps(reading) + "\n")
     temporary.replace(cache)
@@ -639,7 +648,7 @@ def copy_model(spec: dict[str, Any], status: Status) -> None:
     status.update(force=True, phase="seal", done=total)
     tokenizer = "1" if spec["needs_tokenizer"] else "0"
     code, lines = watch(
-        [MODEL_CHECK, "--seal", str(folder), spec["want"], tokenizer],
+        [spec["model_check"], "--seal", str(folder), spec["want"], tokenizer],
         lambda: None,
         **as_operator(spec),
     )

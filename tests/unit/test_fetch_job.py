@@ -187,7 +187,6 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     check = tmp_path / "spark-model-check"
     check.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "files" / "model_check.py"} "$@"\n')
     check.chmod(0o755)
-    monkeypatch.setattr(job, "MODEL_CHECK", str(check))
     monkeypatch.setattr(job, "IDLE", 3)
     port = free_port()
     spec = {"bind": "127.0.0.1", "allow": "127.0.0.1", "port": port,
@@ -199,20 +198,21 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.05)
-    yield folder, port
+    yield folder, port, str(check)
     server.join(timeout=10)
 
 
 def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
     import pwd
 
-    folder, port = head
+    folder, port, check = head
     target = tmp_path / "other" / "m"
     partial = target / ".cache" / "spark-copy" / "w.safetensors"
     partial.parent.mkdir(parents=True)
     partial.write_bytes((folder / "w.safetensors").read_bytes()[:1_000_000])
     spec = {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
-            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name}  # fmt: skip
+            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
+            "model_check": check}  # fmt: skip
     status = job.Status("copy-model-x", "copy")
     job.copy_model(spec, status)
     assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
@@ -226,7 +226,7 @@ def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: Mo
     import urllib.error
     import urllib.request
 
-    _, port = head
+    _, port, _ = head
     for path in ("/model?want=o/other@main", "/file?want=o/m@main&path=../../etc/passwd"):
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)

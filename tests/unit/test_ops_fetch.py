@@ -102,6 +102,7 @@ def test_the_specs_say_what_each_job_fetches_and_how():
         "image": IMAGE,
         "engine": "sglang",
         "read_script": image.spec["read_script"],
+        "readings": "/var/lib/spark-deploy/images",
     }
     assert "python3 -m sglang.launch_server --help" in image.spec["read_script"]
     assert model.spec["repo"] == REPOS["model_repo"] and model.spec["folder"] == MODEL
@@ -114,6 +115,8 @@ def test_the_specs_say_what_each_job_fetches_and_how():
         "HF_ENDPOINT": "https://hub.example.org",
     }
     assert model.spec["user"] == host.data.spark.user
+    assert model.spec["hf_venv"] == "/opt/spark-deploy/hf-cli"
+    assert model.spec["model_check"] == "/usr/local/sbin/spark-model-check"
 
 
 def test_job_ids_are_plain_unit_instances_unique_to_what_they_fetch():

@@ -21,7 +21,14 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
 
-from sparkdeploy.config.paths import FETCH_BIN, FETCH_JOBS, FETCH_UNIT, MODEL_CHECK_BIN
+from sparkdeploy.config.paths import (
+    FETCH_BIN,
+    FETCH_JOBS,
+    FETCH_UNIT,
+    HF_CLI_VENV,
+    IMAGE_READINGS,
+    MODEL_CHECK_BIN,
+)
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Place
 from sparkdeploy.deploys.fetch.progress import (
@@ -107,6 +114,8 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
             "user": spark.user,
             "group": group,
             "env": hf_env(spark),
+            "hf_venv": HF_CLI_VENV,
+            "model_check": MODEL_CHECK_BIN,
         }
         jobs.append(FetchJob(job_id("model", folder), "model", label, spec))
     return jobs
@@ -121,6 +130,7 @@ def image_job(plan: EnginePlan) -> FetchJob:
         "image": plan.image,
         "engine": plan.engine,
         "read_script": reading_script(plan.engine),
+        "readings": IMAGE_READINGS,
     }
     return FetchJob(job_id("image", plan.image), "image", label, spec)
 
