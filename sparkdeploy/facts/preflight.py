@@ -29,7 +29,7 @@ class Preflight:
     disk_free_kb: int
     drm_override: bool
     reboot_pending: str  # the reason recorded when a reboot became pending, "" if none
-    docker: str = ""  # `docker --version`, "" when the CLI is missing
+    docker: str = ""  # the docker command's path, "" when it is not installed
     docker_server: str = ""  # the daemon's version, "" when it does not answer
     docker_error: str = ""  # why `docker info` failed (its last line)
     docker_driver: str = ""  # storage driver (overlay2)
@@ -50,7 +50,7 @@ class Preflight:
 # fields every daemon since Docker 1.x has (a missing field would fail the whole template);
 # CDI specs are found by their files (/etc/cdi, /var/run/cdi: the CDI spec directories).
 DOCKER_LINES = (
-    "printf 'docker=%s\\n' \"$(docker --version 2>/dev/null)\"",
+    "printf 'docker=%s\\n' \"$(command -v docker)\"",
     "info=$(docker info --format '{{.ServerVersion}}|{{.Driver}}|{{.DockerRootDir}}|"
     "{{json .Runtimes}}' 2>&1 | tail -n1)",
     "printf 'docker_info=%s\\n' \"$info\"",
@@ -101,7 +101,7 @@ class SparkPreflight(FactBase):
         disk_free_kb=3401563204
         drm_override=1
         reboot_pending=
-        docker=Docker version 28.5.1, build e180ab8
+        docker=/usr/bin/docker
         docker_info=28.5.1|overlay2|/var/lib/docker|{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}
         docker_free_kb=3401563204
         gpu_hook=/usr/bin/nvidia-container-runtime-hook

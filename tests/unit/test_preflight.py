@@ -73,7 +73,7 @@ def test_no_gpu_is_refused():
 
 def test_parses_the_container_runtime():
     parsed = facts()
-    assert parsed.docker == "Docker version 28.5.1, build e180ab8"
+    assert parsed.docker == "/usr/bin/docker"
     assert (parsed.docker_server, parsed.docker_driver, parsed.docker_root) == (
         "28.5.1",
         "overlay2",
