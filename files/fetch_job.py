@@ -192,6 +192,19 @@ def folder_bytes(folder: Path, files: dict[str, int]) -> int:
     return done
 
 
+def seal(spec: dict[str, Any]) -> None:
+    """Check, as the operator, that the folder has every file an engine needs, and mark it
+    complete (spark-model-check --seal); the job fails naming what is missing."""
+    tokenizer = "1" if spec["needs_tokenizer"] else "0"
+    code, lines = watch(
+        [spec["model_check"], "--seal", spec["folder"], spec["want"], tokenizer],
+        lambda: None,
+        **as_operator(spec),
+    )
+    if code != 0:
+        raise JobError(" | ".join(lines))
+
+
 def fetch_model(spec: dict[str, Any], status: Status) -> None:
     folder = Path(spec["folder"])
     operator = as_operator(spec)
@@ -248,14 +261,7 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
         if code != 0:
             raise JobError(f"hf download {spec['base_repo']} failed: " + " | ".join(lines))
     status.update(force=True, phase="seal")
-    tokenizer = "1" if spec["needs_tokenizer"] else "0"
-    code, lines = watch(
-        [spec["model_check"], "--seal", str(folder), spec["want"], tokenizer],
-        lambda: None,
-        **operator,
-    )
-    if code != 0:
-        raise JobError(" | ".join(lines))
+    seal(spec)
 
 
 # --- engine images -----------------------------------------------------------------------
@@ -646,14 +652,7 @@ def copy_model(spec: dict[str, Any], status: Status) -> None:
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, account.pw_uid, account.pw_gid)
     status.update(force=True, phase="seal", done=total)
-    tokenizer = "1" if spec["needs_tokenizer"] else "0"
-    code, lines = watch(
-        [spec["model_check"], "--seal", str(folder), spec["want"], tokenizer],
-        lambda: None,
-        **as_operator(spec),
-    )
-    if code != 0:
-        raise JobError(" | ".join(lines))
+    seal(spec)
 
 
 def copy_image(spec: dict[str, Any], status: Status) -> None:

@@ -32,7 +32,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-STANDIN = Path(__file__).resolve().parents[1] / "twins" / "standins" / "hf-hub"
+from tests.unit.standin_hub import STANDIN, running_hub
+
 HF_CLI = Path(sys.executable).parent / "hf"
 OTHER_TOKEN = "hf_twinOtherUserToken9876543210"  # a known user, not let into acme/gated-model
 NESTED = "acme/nested"
@@ -101,36 +102,11 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIn]:
     write(root / NESTED / "other/readme.md", "other\n")
     write(root / SCRATCH / "config.json", '{"v": 1}\n')
     log = base / "requests.log"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(STANDIN / "fake_hub.py"),
-            "--root",
-            str(root),
-            "--port",
-            "0",
-            "--log",
-            str(log),
-            "--page-size",
-            "4",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready = server.stdout.readline() if server.stdout else ""
-        assert ready.startswith("fake_hub ready: hub=http://127.0.0.1:"), ready
-        url = ready.split()[2].removeprefix("hub=")
-        # As the twin's environment does: no telemetry (nor its agent-registry call), no Xet.
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-            patch.setattr(constants, "HF_HUB_DISABLE_XET", True)
-            yield StandIn(url, root, log, base / "hf-home")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    # As the twin's environment does: no telemetry (nor its agent-registry call), no Xet.
+    with running_hub(root, log, "--page-size", "4") as url, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+        patch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+        yield StandIn(url, root, log, base / "hf-home")
 
 
 def write(path: Path, content: str | bytes) -> None:

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 import pytest
 from huggingface_hub import HfApi
 
-STANDIN = Path(__file__).resolve().parents[1] / "twins" / "standins" / "hf-hub"
+from tests.unit.standin_hub import STANDIN, running_hub
+
 MODEL_CHECK = Path(__file__).resolve().parents[2] / "files" / "model_check.py"
 HF_CLI = Path(sys.executable).parent / "hf"
 # What the deploy installs on the Spark, and whose download behaviour these tests record.
@@ -111,31 +112,8 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     base = tmp_path_factory.mktemp("hub-rate")
     root, log, rate_file = base / "root", base / "requests.log", base / "hub-rate"
     seed.seed(root)
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-S",
-            str(STANDIN / "fake_hub.py"),
-            "--root",
-            str(root),
-            "--port",
-            "0",
-            "--log",
-            str(log),
-            "--rate-file",
-            str(rate_file),  # absent for now: no limit
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready = server.stdout.readline() if server.stdout else ""
-        assert ready.startswith("fake_hub ready: hub=http://127.0.0.1:"), ready
-        yield Hub(ready.split()[2].removeprefix("hub="), root, log, rate_file, base / "hf-home")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    with running_hub(root, log, "--rate-file", str(rate_file)) as url:  # no file yet: no limit
+        yield Hub(url, root, log, rate_file, base / "hf-home")
 
 
 @pytest.fixture

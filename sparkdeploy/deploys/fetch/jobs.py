@@ -60,6 +60,11 @@ class FetchJob:
     label: str  # what the laptop calls it
     spec: dict[str, Any] = field(hash=False, compare=False)
 
+    @classmethod
+    def of(cls, kind: str, name: str, label: str, **spec: Any) -> FetchJob:
+        """The job of ``kind`` for ``name`` (what makes its ID), its spec saying both."""
+        return cls(job_id(kind, name), kind, label, {"kind": kind, "label": label, **spec})
+
     @property
     def unit(self) -> str:
         return f"spark-fetch@{self.id}.service"
@@ -101,38 +106,37 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
     jobs = []
     for folder, want, needs_tokenizer in spark.model_folders():
         repo, revision = want.rsplit("@", 1)
-        label = f"model {repo}"
-        spec = {
-            "kind": "model",
-            "label": label,
-            "repo": repo,
-            "revision": revision,
-            "want": want,
-            "folder": folder,
-            "needs_tokenizer": needs_tokenizer,
-            "base_repo": spark.model_base_repo if needs_tokenizer else None,
-            "user": spark.user,
-            "group": group,
-            "env": hf_env(spark),
-            "hf_venv": HF_CLI_VENV,
-            "model_check": MODEL_CHECK_BIN,
-        }
-        jobs.append(FetchJob(job_id("model", folder), "model", label, spec))
+        job = FetchJob.of(
+            "model",
+            folder,
+            f"model {repo}",
+            repo=repo,
+            revision=revision,
+            want=want,
+            folder=folder,
+            needs_tokenizer=needs_tokenizer,
+            base_repo=spark.model_base_repo if needs_tokenizer else None,
+            user=spark.user,
+            group=group,
+            env=hf_env(spark),
+            hf_venv=HF_CLI_VENV,
+            model_check=MODEL_CHECK_BIN,
+        )
+        jobs.append(job)
     return jobs
 
 
 def image_job(plan: EnginePlan) -> FetchJob:
     """The job that pulls the engine image (when it is not there) and reads it."""
-    label = f"image {plan.image}"
-    spec = {
-        "kind": "image",
-        "label": label,
-        "image": plan.image,
-        "engine": plan.engine,
-        "read_script": reading_script(plan.engine),
-        "readings": IMAGE_READINGS,
-    }
-    return FetchJob(job_id("image", plan.image), "image", label, spec)
+    return FetchJob.of(
+        "image",
+        plan.image,
+        f"image {plan.image}",
+        image=plan.image,
+        engine=plan.engine,
+        read_script=reading_script(plan.engine),
+        readings=IMAGE_READINGS,
+    )
 
 
 @dataclass(frozen=True)
@@ -161,25 +165,25 @@ def pair_link(place: Place) -> PairLink | None:
 
 def copy_job(job: FetchJob, link: PairLink) -> FetchJob:
     """The other Spark's job for ``job``: copy it from the head over the link."""
-    kind = f"copy-{job.kind}"
+    spec = {k: v for k, v in job.spec.items() if k not in ("kind", "label")}
     label = f"{job.label} (from {link.head})"
-    spec = {**job.spec, "kind": kind, "label": label, "source": link.head_ip}
-    return FetchJob(job_id(kind, job.key), kind, label, {**spec, "port": PAIR_COPY_PORT})
+    return FetchJob.of(
+        f"copy-{job.kind}", job.key, label, **spec, source=link.head_ip, port=PAIR_COPY_PORT
+    )
 
 
 def serve_job(jobs: list[FetchJob], link: PairLink) -> FetchJob:
     """The head's server of the pair's copies: exactly these folders and images."""
-    label = f"copies for the other Spark ({link.other_ip})"
-    spec = {
-        "kind": "serve",
-        "label": label,
-        "bind": link.head_ip,
-        "allow": link.other_ip,
-        "port": PAIR_COPY_PORT,
-        "models": {job.key: job.spec["folder"] for job in jobs if job.kind == "model"},
-        "images": [job.key for job in jobs if job.kind == "image"],
-    }
-    return FetchJob(job_id("serve", link.head_ip), "serve", label, spec)
+    return FetchJob.of(
+        "serve",
+        link.head_ip,
+        f"copies for the other Spark ({link.other_ip})",
+        bind=link.head_ip,
+        allow=link.other_ip,
+        port=PAIR_COPY_PORT,
+        models={job.key: job.spec["folder"] for job in jobs if job.kind == "model"},
+        images=[job.key for job in jobs if job.kind == "image"],
+    )
 
 
 def start_command(jobs: list[FetchJob]) -> str:

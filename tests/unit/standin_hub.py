@@ -1,0 +1,41 @@
+"""The stand-in Hub (tests/twins/standins/hf-hub/fake_hub.py) run for a unit test: on a free
+loopback port, in a subprocess, stopped when the test is done."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+STANDIN = Path(__file__).resolve().parents[1] / "twins" / "standins" / "hf-hub"
+
+
+@contextmanager
+def running_hub(root: Path, log: Path, *options: str) -> Iterator[str]:
+    """The Hub's URL while it serves the repos under ``root`` (its options after ``--log``)."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(STANDIN / "fake_hub.py"),
+            "--root",
+            str(root),
+            "--port",
+            "0",
+            "--log",
+            str(log),
+            *options,
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = server.stdout.readline() if server.stdout else ""
+        assert ready.startswith("fake_hub ready: hub=http://127.0.0.1:"), ready
+        yield ready.split()[2].removeprefix("hub=")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
