@@ -3,11 +3,13 @@ loopback port, in a subprocess, stopped when the test is done."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 STANDIN = Path(__file__).resolve().parents[1] / "twins" / "standins" / "hf-hub"
 
@@ -39,3 +41,12 @@ def running_hub(root: Path, log: Path, *options: str) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def load(name: str) -> ModuleType:
+    """A module of the stand-in Hub's folder (seed, fake_hub), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(f"hf_standin_{name}", STANDIN / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,20 +30,12 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from tests.unit.standin_hub import STANDIN, running_hub
+from tests.unit.standin_hub import load, running_hub
 
 HF_CLI = Path(sys.executable).parent / "hf"
 OTHER_TOKEN = "hf_twinOtherUserToken9876543210"  # a known user, not let into acme/gated-model
 NESTED = "acme/nested"
 SCRATCH = "acme/scratch"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"hf_standin_{name}", STANDIN / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 seed = load("seed")

@@ -25,14 +25,13 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 from huggingface_hub import HfApi
 
-from tests.unit.standin_hub import STANDIN, running_hub
+from tests.unit.standin_hub import load, running_hub
 
 MODEL_CHECK = Path(__file__).resolve().parents[2] / "files" / "model_check.py"
 HF_CLI = Path(sys.executable).parent / "hf"
@@ -41,14 +40,6 @@ HF_VERSION = "2.4.0"
 # huggingface_hub 2.4.0 constants.DOWNLOAD_CHUNK_SIZE: http_get reads the body in pieces of this
 # size (httpx's iter_bytes gathers a whole piece) and only then writes it to the .incomplete file.
 HF_WRITE_PIECE = 10 * 1024 * 1024
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"hf_rate_standin_{name}", STANDIN / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 seed = load("seed")
