@@ -590,7 +590,9 @@ def head_json(spec: dict[str, Any], path: str, **query: str) -> dict[str, Any]:
 
 
 def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str) -> dict:
-    """The head's listing once the head has the thing whole (it may still be fetching)."""
+    """The head's listing once the head has the thing whole (it may still be fetching),
+    waiting at most the deploy's fetch_timeout."""
+    deadline = time.monotonic() + float(spec["wait_limit"])
     while True:
         try:
             listing = head_json(spec, path, **query)
@@ -598,6 +600,11 @@ def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str)
             listing = {"ready": False, "error": str(error)}
         if listing.get("ready"):
             return listing
+        if time.monotonic() > deadline:
+            raise JobError(
+                f"the head ({spec['source']}) did not have {query} whole within "
+                f"{spec['wait_limit']} s: {listing.get('error') or 'it is still fetching'}"
+            )
         status.update(force=True, phase="waiting", error="")
         time.sleep(5)
 

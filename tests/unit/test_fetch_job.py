@@ -212,7 +212,7 @@ def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_
     partial.write_bytes((folder / "w.safetensors").read_bytes()[:1_000_000])
     spec = {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
             "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
-            "model_check": check}  # fmt: skip
+            "model_check": check, "wait_limit": 30}  # fmt: skip
     status = job.Status("copy-model-x", "copy")
     job.copy_model(spec, status)
     assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
@@ -243,3 +243,11 @@ def test_a_watched_command_ends_with_its_code_and_last_lines(job: ModuleType):
     )
     assert (code, lines) == (3, ["one", "two"])
     assert 1 <= len(samples) <= 6  # about once a second, and it returned
+
+
+def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path):
+    spec = {"source": "127.0.0.1", "port": free_port(), "wait_limit": 0}  # nothing listens
+    with pytest.raises(job.JobError) as caught:
+        job.wait_for_head(spec, job.Status("copy-x", "c"), "/model", want="o/m@main")
+    assert str(caught.value).startswith("the head (127.0.0.1) did not have")
+    assert "within 0 s" in str(caught.value) and "Connection refused" in str(caught.value)

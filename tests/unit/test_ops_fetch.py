@@ -408,6 +408,7 @@ def test_the_other_copies_everything_the_head_has_from_the_head():
     copies = arguments["jobs"]
     assert [job.kind for job in copies] == ["copy-image", "copy-model", "copy-model"]
     assert {job.spec["source"] for job in copies} == {"192.168.100.1"}
+    assert {job.spec["wait_limit"] for job in copies} == {21600}  # fetch_timeout
     assert copies[1].spec["folder"] == MODEL and copies[1].label.endswith("(from spark-1)")
     assert all(job.id.startswith(job.kind + "-") for job in copies)
 

@@ -163,12 +163,19 @@ def pair_link(place: Place) -> PairLink | None:
     return None
 
 
-def copy_job(job: FetchJob, link: PairLink) -> FetchJob:
-    """The other Spark's job for ``job``: copy it from the head over the link."""
+def copy_job(job: FetchJob, link: PairLink, wait: int) -> FetchJob:
+    """The other Spark's job for ``job``: copy it from the head over the link, once the head
+    has it (waiting ``wait`` seconds at most)."""
     spec = {k: v for k, v in job.spec.items() if k not in ("kind", "label")}
     label = f"{job.label} (from {link.head})"
     return FetchJob.of(
-        f"copy-{job.kind}", job.key, label, **spec, source=link.head_ip, port=PAIR_COPY_PORT
+        f"copy-{job.kind}",
+        job.key,
+        label,
+        **spec,
+        source=link.head_ip,
+        port=PAIR_COPY_PORT,
+        wait_limit=wait,
     )
 
 
@@ -340,7 +347,8 @@ def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
         served = [job for job in jobs if job.key in lacking]
         return {"jobs": jobs, "serving": [serve_job(served, link)] if served else []}
     head_keys = {job.key for job in jobs_of(host.inventory.get_host(link.head))}
-    copies = [copy_job(job, link) if job.key in head_keys else job for job in jobs]
+    wait = host.data.spark.fetch_timeout
+    copies = [copy_job(job, link, wait) if job.key in head_keys else job for job in jobs]
     return {"jobs": copies, "head": link.head}
 
 
