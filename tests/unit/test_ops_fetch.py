@@ -274,6 +274,18 @@ def test_a_terminal_gets_a_bar_and_a_log_plain_text():
     )
 
 
+def test_a_copy_shows_its_bytes_and_a_wait_for_the_head_says_so():
+    copying = {"label": "m (from a)", "phase": "copy", "done": 10**9, "total": 2 * 10**9,
+               "rate": 10**9}  # fmt: skip
+    assert (
+        job_line(copying, terminal=False) == "m (from a): 1.0 GB of 2.0 GB (50%), 1.0 GB/s, 1s left"
+    )
+    waiting = {"label": "m (from a)", "phase": "waiting"}
+    assert job_line(waiting, terminal=False) == (
+        "m (from a): waiting until the head of the pair has it whole"
+    )
+
+
 def test_a_total_not_known_yet_shows_the_bytes_and_rate_only():
     line = {"label": "m", "phase": "download", "done": 1234567, "total": None, "rate": 2.5e6}
     assert job_line(line, terminal=True) == "m: 1.2 MB, 2.5 MB/s"

@@ -41,8 +41,10 @@ PHASES = {
     "seal": "checking the folder",
     "present": "on the Spark",
     "read": "reading the image",
+    "waiting": "waiting until the head of the pair has it whole",
     "done": "done",
 }
+MOVING = ("download", "pull", "copy")  # the phases that move bytes
 
 
 def job_line(status: dict[str, Any], terminal: bool) -> str:
@@ -50,7 +52,7 @@ def job_line(status: dict[str, Any], terminal: bool) -> str:
     label = status.get("label") or status.get("id", "?")
     phase = status.get("phase", "start")
     done, total = status.get("done"), status.get("total")
-    if phase not in ("download", "pull") or done is None:
+    if phase not in MOVING or done is None:
         return f"{label}: {PHASES.get(phase, phase)}"
     rate = float(status.get("rate") or 0)
     parts = [human_bytes(done) + (f" of {human_bytes(total)}" if total else "")]
