@@ -21,6 +21,7 @@ leftovers before it starts. Standard library only: the Spark's own python3.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import pty
@@ -30,6 +31,8 @@ import select
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -455,6 +458,9 @@ def fetch_image(spec: dict[str, Any], status: Status) -> None:
             "there, or name a published image"
         )
     else:
+        logins = Path(spec.get("docker_config") or "/nonexistent") / "config.json"
+        if logins.is_file():  # the operator's `docker login`s (NGC's nvcr.io, private registries)
+            os.environ["DOCKER_CONFIG"] = str(logins.parent)
         print(f"pulling {image}", flush=True)
         pull(image, status)
     read_image(image, spec, status)
@@ -498,9 +504,6 @@ def image_listing(image: str) -> dict[str, Any]:
 
 def serve(spec: dict[str, Any], status: Status) -> None:
     """Serve the planned folders and image to the other Spark until stopped (or idle)."""
-    import http.server
-    import urllib.parse
-
     models: dict[str, str] = spec["models"]  # want -> folder
     images: list[str] = spec["images"]
     last = [time.monotonic()]
@@ -580,9 +583,6 @@ def serve(spec: dict[str, Any], status: Status) -> None:
 
 
 def head_json(spec: dict[str, Any], path: str, **query: str) -> dict[str, Any]:
-    import urllib.parse
-    import urllib.request
-
     url = f"http://{spec['source']}:{spec['port']}{path}?{urllib.parse.urlencode(query)}"
     with urllib.request.urlopen(url, timeout=30) as response:
         found: dict[str, Any] = json.load(response)
@@ -612,9 +612,6 @@ def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str)
 def copy_model(spec: dict[str, Any], status: Status) -> None:
     """Copy a complete model folder from the head: file by file, each resumed where it
     stopped, then seal it as the head's was sealed."""
-    import urllib.parse
-    import urllib.request
-
     folder = Path(spec["folder"])
     listing = wait_for_head(spec, status, "/model", want=spec["want"])
     files: dict[str, int] = listing["files"]
@@ -665,9 +662,6 @@ def copy_model(spec: dict[str, Any], status: Status) -> None:
 def copy_image(spec: dict[str, Any], status: Status) -> None:
     """Copy the image from the head (`docker save` there, `docker load` here), unless the
     same image ID is here already; then read it as a pulled one is read."""
-    import urllib.parse
-    import urllib.request
-
     image = spec["image"]
     listing = wait_for_head(spec, status, "/image", image=image)
     if image_id(image) != listing["id"]:

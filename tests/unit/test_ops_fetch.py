@@ -103,7 +103,10 @@ def test_the_specs_say_what_each_job_fetches_and_how():
         "engine": "sglang",
         "read_script": image.spec["read_script"],
         "readings": "/var/lib/spark-deploy/images",
+        "docker_config": "",
     }
+    with_home = fetch.image_job(host.data.engine_plan, "/home/nvidia")
+    assert with_home.spec["docker_config"] == "/home/nvidia/.docker"  # their docker logins
     assert "python3 -m sglang.launch_server --help" in image.spec["read_script"]
     assert model.spec["repo"] == REPOS["model_repo"] and model.spec["folder"] == MODEL
     assert model.spec["base_repo"] == REPOS["model_base_repo"] and model.spec["needs_tokenizer"]

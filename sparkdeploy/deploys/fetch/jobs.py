@@ -45,8 +45,8 @@ from sparkdeploy.knowledge.images import reading_script
 from sparkdeploy.render import file_text
 
 POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip each)
-# The head of a pair serves the copies on this TCP port of its fabric address (IANA lists
-# it unassigned; the engines' defaults are 8000/30000 and their NCCL/Gloo ports 29500+).
+# The head of a pair serves the copies on this TCP port of its fabric address: away from the
+# engines' API ports (8000, 30000) and the ports their NCCL, Gloo and Ray use (29500+, 6379).
 PAIR_COPY_PORT = 47471
 SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
 
@@ -126,8 +126,9 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
     return jobs
 
 
-def image_job(plan: EnginePlan) -> FetchJob:
-    """The job that pulls the engine image (when it is not there) and reads it."""
+def image_job(plan: EnginePlan, home: str = "") -> FetchJob:
+    """The job that pulls the engine image (when it is not there) and reads it; the pull
+    uses the registry logins of the operator (``home``: theirs), who runs `docker login`."""
     return FetchJob.of(
         "image",
         plan.image,
@@ -136,6 +137,7 @@ def image_job(plan: EnginePlan) -> FetchJob:
         engine=plan.engine,
         read_script=reading_script(plan.engine),
         readings=IMAGE_READINGS,
+        docker_config=f"{home}/.docker" if home else "",
     )
 
 
@@ -327,10 +329,11 @@ def serving_stopped(job: FetchJob | None):
     yield f"systemctl stop {job.unit}"
 
 
-def jobs_of(target: Host, group: str = "") -> list[FetchJob]:
-    """What a Spark must have: its engine image and its model folders (``group`` owns them)."""
+def jobs_of(target: Host, group: str = "", home: str = "") -> list[FetchJob]:
+    """What a Spark must have: its engine image and its model folders (``group`` owns them,
+    ``home`` is the operator's)."""
     plan: EnginePlan | None = target.data.get("engine_plan")
-    return [*([image_job(plan)] if plan else []), *model_jobs(target.data.spark, group)]
+    return [*([image_job(plan, home)] if plan else []), *model_jobs(target.data.spark, group)]
 
 
 def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
@@ -365,7 +368,8 @@ def fetch_everything() -> None:
         content=file_text("spark-fetch@.service"),
     )
     systemd.daemon_reload(name="Reload systemd units", _if=unit.did_change)
-    arguments = fetch_plan(jobs_of(host, host_state().user_group))
+    state = host_state()
+    arguments = fetch_plan(jobs_of(host, state.user_group, state.user_home))
     # One operation for every Spark, so that the head fetches while the other copies.
     fetched(
         name="Fetch the engine image and the model folders (once for a pair)",
