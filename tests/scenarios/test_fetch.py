@@ -100,6 +100,21 @@ class TestPairFetchesEachByteOnce:
         after = {name: (hub_content(t), registry_blobs(t)) for name, t in scenario.twins.items()}
         assert after == before
 
+    def test_a_folder_lost_on_the_other_spark_comes_from_the_head_again(self, scenario):
+        head, other = scenario.twins["spark-a"], scenario.twins["spark-b"]
+        before = {name: (hub_content(t), registry_blobs(t)) for name, t in scenario.twins.items()}
+        other.exec(f"rm -rf {EAGLE}")
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert run.returncode == 0, run.explain()
+        assert checksums(other, EAGLE) == checksums(head, EAGLE)
+        after = {name: (hub_content(t), registry_blobs(t)) for name, t in scenario.twins.items()}
+        assert after == before  # nothing from the internet: the head had it
+        assert f"[spark-b] model {harness.MODEL['draft_model_repo']} (from spark-a): done" in (
+            run.stderr
+        )
+        assert fetch_units(head) == []  # and the head's server stopped again
+        assert_idempotent(scenario.deploy(env=TOKEN_ENV))
+
 
 class TestInterruptedFetch:
     """A slow link: the laptop goes away in the middle (the jobs go on, the next run attaches);
