@@ -4,6 +4,7 @@ loopback port, in a subprocess, stopped when the test is done."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -50,3 +51,18 @@ def load(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def hf_environment(url: str, home: Path) -> dict[str, str]:
+    """The environment the deploy gives `hf` (in a twin): this process's, without any HF_
+    setting of the machine running the tests, pointed at the stand-in."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
+    env.update(
+        HF_ENDPOINT=url,
+        HF_HUB_DISABLE_XET="1",
+        HF_HOME=str(home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_UPDATE_CHECK="1",
+        NO_COLOR="1",
+    )
+    return env

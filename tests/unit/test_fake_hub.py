@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.hf_api import RepoFile, RepoFolder
 
-from tests.unit.standin_hub import load, running_hub
+from tests.unit.standin_hub import hf_environment, load, running_hub
 
 HF_CLI = Path(sys.executable).parent / "hf"
 OTHER_TOKEN = "hf_twinOtherUserToken9876543210"  # a known user, not let into acme/gated-model
@@ -144,15 +143,7 @@ def download(
 
 def hf(hub: StandIn, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
     """The `hf` console script, with the environment the deploy gives it in a twin."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
-    env.update(
-        HF_ENDPOINT=hub.url,
-        HF_HUB_DISABLE_XET="1",
-        HF_HOME=str(hub.home),
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_HUB_DISABLE_UPDATE_CHECK="1",
-        NO_COLOR="1",
-    )
+    env = hf_environment(hub.url, hub.home)
     if token is not None:
         env["HF_TOKEN"] = token
     return subprocess.run(

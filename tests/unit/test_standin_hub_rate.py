@@ -13,7 +13,6 @@ import http.client
 import importlib.metadata
 import importlib.util
 import json
-import os
 import signal
 import socket
 import struct
@@ -31,7 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 from huggingface_hub import HfApi
 
-from tests.unit.standin_hub import load, running_hub
+from tests.unit.standin_hub import hf_environment, load, running_hub
 
 MODEL_CHECK = Path(__file__).resolve().parents[2] / "files" / "model_check.py"
 HF_CLI = Path(sys.executable).parent / "hf"
@@ -124,16 +123,7 @@ def wait_for(what: Callable[[], Any], timeout: float = 10.0) -> Any:
 
 
 def hf_env(hub: Hub) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
-    env.update(
-        HF_ENDPOINT=hub.url,
-        HF_HUB_DISABLE_XET="1",
-        HF_HOME=str(hub.home),
-        HF_HUB_DISABLE_TELEMETRY="1",
-        HF_HUB_DISABLE_UPDATE_CHECK="1",
-        NO_COLOR="1",
-    )
-    return env
+    return hf_environment(hub.url, hub.home)
 
 
 def raw_get(url: str, **headers: str) -> tuple[int, dict[str, str], bytes]:
