@@ -696,11 +696,12 @@ class Handler(BaseHTTPRequestHandler):
         for name, value in {"X-Request-Id": str(uuid.uuid4()), **response.headers}.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(length))
-        self.end_headers()
         body = 0 if self.command == "HEAD" else length
-        if not body:
+        if not body:  # the headers are the whole answer: logged before they go out
             self._log(response, 0)
+            self.end_headers()
             return
+        self.end_headers()
         sent, last = 0, b""
         try:
             for chunk in self._body_chunks(response):
