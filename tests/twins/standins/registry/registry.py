@@ -348,15 +348,31 @@ class Handler(BaseHTTPRequestHandler):
     def serve(self, body: bool) -> None:
         self.sent = 0
         self.status = 0
+        self.logged = False
         try:
             self.route(body)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
-            self.server.record(
-                f"{self.command} {self.path} {self.status} {self.sent} "
-                f"{self.headers.get('Range') or '-'}"
-            )
+            self.log_answer()
+
+    def log_answer(self, sent: int | None = None) -> None:
+        """Log the answer once: before its last byte goes out (``sent``: the bytes it will
+        have sent then), so a client holding the whole answer always finds its line; after
+        a failure, with what was sent."""
+        if self.logged:
+            return
+        self.logged = True
+        self.server.record(
+            f"{self.command} {self.path} {self.status} "
+            f"{self.sent if sent is None else sent} {self.headers.get('Range') or '-'}"
+        )
+
+    def finish_body(self, last: bytes) -> None:
+        """Send the answer's last bytes after its log line."""
+        self.log_answer(self.sent + len(last))
+        self.wfile.write(last)
+        self.sent += len(last)
 
     def reply(self, status: int, data: bytes, content_type: str, body: bool, **headers) -> None:
         self.status = status
@@ -366,10 +382,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Docker-Distribution-Api-Version", "registry/2.0")
         for key, value in headers.items():
             self.send_header(key.replace("_", "-"), value)
+        if not body or not data:  # the headers are the whole answer
+            self.log_answer()
+            self.end_headers()
+            return
         self.end_headers()
-        if body:
-            self.wfile.write(data)
-            self.sent = len(data)
+        self.wfile.write(data[:-1])
+        self.sent = len(data) - 1
+        self.finish_body(data[-1:])
 
     def error(self, status: int, code: str, message: str, detail: Any, body: bool) -> None:
         document = {"errors": [{"code": code, "message": message, "detail": detail}]}
@@ -426,6 +446,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(416)
             self.send_header("Content-Range", f"bytes */{size}")
             self.send_header("Content-Length", "0")
+            self.log_answer()
             self.end_headers()
             return
         else:
@@ -437,9 +458,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Docker-Content-Digest", digest)
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Docker-Distribution-Api-Version", "registry/2.0")
-        self.end_headers()
         if not body:
+            self.log_answer()
+            self.end_headers()
             return
+        self.end_headers()
         rate = self.server.rate()
         began = time.monotonic()
         with open(path, "rb") as blob:
@@ -448,6 +471,11 @@ class Handler(BaseHTTPRequestHandler):
             while left > 0:
                 chunk = blob.read(min(CHUNK, left))
                 if not chunk:
+                    break
+                if len(chunk) == left:  # the last byte waits for the log line
+                    self.wfile.write(chunk[:-1])
+                    self.sent += len(chunk) - 1
+                    self.finish_body(chunk[-1:])
                     break
                 self.wfile.write(chunk)
                 self.sent += len(chunk)
