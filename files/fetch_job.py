@@ -466,11 +466,11 @@ def fetch_image(spec: dict[str, Any], status: Status) -> None:
     read_image(image, spec, status)
 
 
-# --- the pair: fetched once, copied over the QSFP link -----------------------------------
+# --- a pair or a switch: fetched once, copied over the QSFP link --------------------------
 #
-# The head of a pair fetches from the internet; the other Spark copies from the head over
-# the link. Trust is the link's: the head's server binds its own fabric address, answers the
-# other Spark's fabric address only, reads only, serves only the model folders and the image
+# The head fetches from the internet; every other Spark copies from the head over rail 1.
+# Trust is the link's: the head's server binds its own fabric address, answers the other
+# Sparks' fabric addresses only, reads only, serves only the model folders and the image
 # the deploy planned, each once it is complete, and stops when the deploy is done with it
 # (or after IDLE seconds without a request). No key, account or sudo right is created.
 
@@ -502,10 +502,18 @@ def image_listing(image: str) -> dict[str, Any]:
     return {"ready": True, "id": found, "size": int(size) if size.isdigit() else 0}
 
 
+def allowed(spec: dict[str, Any]) -> set[str]:
+    """The addresses the server answers: the other Sparks' (a list; one address, as a
+    string, in the specs of earlier releases)."""
+    allow = spec["allow"]
+    return {allow} if isinstance(allow, str) else set(allow)
+
+
 def serve(spec: dict[str, Any], status: Status) -> None:
-    """Serve the planned folders and image to the other Spark until stopped (or idle)."""
+    """Serve the planned folders and image to the other Sparks until stopped (or idle)."""
     models: dict[str, str] = spec["models"]  # want -> folder
     images: list[str] = spec["images"]
+    allow = allowed(spec)
     last = [time.monotonic()]
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -524,8 +532,8 @@ def serve(spec: dict[str, Any], status: Status) -> None:
 
         def do_GET(self) -> None:  # noqa: N802 -- http.server's name
             last[0] = time.monotonic()
-            if self.client_address[0] != spec["allow"]:
-                self.reply(403, {"error": "only the other Spark of the pair may copy"})
+            if self.client_address[0] not in allow:
+                self.reply(403, {"error": "only the other Sparks of this deploy may copy"})
                 return
             url = urllib.parse.urlsplit(self.path)
             query = dict(urllib.parse.parse_qsl(url.query))
@@ -576,7 +584,7 @@ def serve(spec: dict[str, Any], status: Status) -> None:
     server = http.server.ThreadingHTTPServer((spec["bind"], int(spec["port"])), Handler)
     server.timeout = 5
     status.update(force=True, phase="serving")
-    print(f"serving the pair's copies on {spec['bind']}:{spec['port']} to {spec['allow']}")
+    print(f"serving copies on {spec['bind']}:{spec['port']} to {', '.join(sorted(allow))}")
     while time.monotonic() - last[0] < IDLE:
         server.handle_request()
     print(f"no request for {IDLE} s: stopping", flush=True)

@@ -8,7 +8,7 @@ The inventory file looks like::
 
     defaults:            # shared by every Spark; any per-host key except ssh_host
       ssh_user: nvidia
-    sparks:              # one or two Sparks: name -> keys
+    sparks:              # one to eight Sparks: name -> keys (the first is the head)
       spark-1:
         ssh_host: 192.168.1.50
       spark-2:
@@ -36,10 +36,9 @@ from sparkdeploy.config.errors import (
     valid_keys_hint,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.config.topology import rail_problems
+from sparkdeploy.config.topology import MAX_SPARKS, rail_problems, too_many_sparks
 from sparkdeploy.config.values import SECRET_HINT, looks_like_secret, redact, shown
 
-MAX_SPARKS = 2
 HOST_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 PER_HOST_ONLY = ("ssh_host",)
 
@@ -84,12 +83,11 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
 
     sparks_raw = _check_mapping(path, "sparks", raw.get("sparks"), problems)
     if not sparks_raw and not problems:
-        problems.append(f"{path}: sparks: list one or two Sparks (name: {{ssh_host: ...}})")
-    if len(sparks_raw) > MAX_SPARKS:
         problems.append(
-            f"{path}: sparks: {len(sparks_raw)} hosts given; this project prepares one Spark "
-            f"or a pair ({MAX_SPARKS} at most)"
+            f"{path}: sparks: list one to {MAX_SPARKS} Sparks (name: {{ssh_host: ...}})"
         )
+    if len(sparks_raw) > MAX_SPARKS:
+        problems.append(too_many_sparks(path, len(sparks_raw)))
 
     sparks: dict[str, SparkSettings] = {}
     for name, own in sparks_raw.items():

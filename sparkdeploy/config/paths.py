@@ -27,6 +27,11 @@ REBOOT_PENDING = f"{RUN_DIR}/reboot-pending"
 BOOT_MARKER = f"{RUN_DIR}/boot-marker"
 # NetworkManager profile of a QSFP interface: qsfp-<interface>.
 QSFP_PROFILE_PREFIX = "qsfp-"
+# A netplan file the deploy took a QSFP interface over from is moved here (<name>.<sha>), and
+# the profiles netplan rendered for it to NetworkManager are in NETPLAN_NM_DIR as
+# netplan-<id>.nmconnection (netplan's NetworkManager renderer, src/nm.c).
+NETPLAN_BACKUP = "/var/lib/spark-deploy/netplan-backup"
+NETPLAN_NM_DIR = "/run/NetworkManager/system-connections"
 # The hf command's own venv (not a managed file: pip writes it).
 HF_CLI_VENV = "/opt/spark-deploy/hf-cli"
 # Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.

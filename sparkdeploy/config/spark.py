@@ -236,10 +236,31 @@ class SparkSettings(BaseModel):
     )
     qsfp: list[QsfpInterface] = Field(
         default_factory=list,
-        description="The Spark's QSFP interfaces, one entry per rail of the cable to its peer: "
-        "`{interface, address (CIDR), mtu (9000), ipv6 (false)}`. Rail N of one Spark is "
-        "cabled to rail N of the other; each rail has its own subnet. Empty: the network is "
-        "left alone.",
+        description="The Spark's QSFP interfaces, one entry per rail: "
+        "`{interface, address (CIDR), mtu (9000), ipv6 (false)}`. A pair: rail N of one Spark "
+        "is cabled to rail N of the other. Three to eight Sparks: every Spark's rail N is on "
+        "the switch in one subnet (the switch ports must allow jumbo frames). Each rail of a "
+        "Spark has its own subnet. Empty: the network is left alone.",
+    )
+    qsfp_proof: Literal["head", "all"] = Field(
+        "head",
+        description="Which jumbo paths the QSFP proof pings (full-size, don't fragment) on "
+        "every rail: `head`, this Spark to the head (the head to every other Spark; a pair "
+        "pings each other either way); `all`, this Spark to every other Spark, which finds "
+        "a bad switch port between two non-head Sparks at the cost of N-1 pings per rail. "
+        "Default `head`: the paths the engines' rendezvous and the copies from the head use, "
+        "as NVIDIA's switch playbook checks them (multi-sparks-through-switch).",
+    )
+    qsfp_netplan: Literal["take_over", "refuse"] = Field(
+        "take_over",
+        description="A netplan file that configures a listed QSFP interface (NVIDIA's "
+        "playbook writes /etc/netplan/40-cx7.yaml, which DGX OS renders to NetworkManager "
+        "profiles netplan-<interface> that fight the deploy's qsfp-<interface>): `take_over` "
+        "moves the file to /var/lib/spark-deploy/netplan-backup and removes the profiles it "
+        "rendered, without `netplan apply`, and says so; `refuse` stops with the exact fix. "
+        "Either way a file that also configures another interface is refused. Default "
+        "`take_over`: the playbook's file configures only the QSFP ports, with the "
+        "addresses the inventory lists again.",
     )
     roce_gid_index: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         3,

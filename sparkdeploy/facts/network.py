@@ -5,12 +5,15 @@ network operations and the path proof ask.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase, Host
 
-from sparkdeploy.config.paths import NCCL_ENV, QSFP_PROFILE_PREFIX
+from sparkdeploy.config.paths import NCCL_ENV, NETPLAN_NM_DIR, QSFP_PROFILE_PREFIX
 from sparkdeploy.config.spark import QsfpInterface
 from sparkdeploy.config.topology import Place
 from sparkdeploy.escape import shell
@@ -29,6 +32,7 @@ PROFILE_FIELDS = (
     "GENERAL.STATE",  # "activated" while the profile is up; absent when it is not
 )
 NETPLAN_GLOBS = ("/etc/netplan/*.yaml", "/run/netplan/*.yaml", "/lib/netplan/*.yaml")
+NETPLAN_MAX_BYTES = 65536  # a netplan file read whole for the takeover (40-cx7.yaml: ~300 B)
 PING = "ping -n -q -c 2 -i 0.2 -W 1 -M do"  # two full frames, don't fragment
 IP_HEADERS = 28  # IPv4 (20) + ICMP (8): a full frame's ping payload is MTU - 28
 LINK = re.compile(r"^\d+: (?P<name>[^:@ ]+)(@\S+)?: <(?P<flags>[^>]*)> .*\bmtu (?P<mtu>\d+)")
@@ -72,6 +76,7 @@ class Ping:
     interface: str
     ok: bool
     detail: str  # ping's summary and error lines
+    to: str = ""  # the address pinged
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,14 @@ class Network:
     devices: dict[str, dict[str, str]]  # QSFP interface -> NM device fields (GENERAL.*)
     profiles: dict[str, dict[str, str]]  # existing QSFP profile name -> PROFILE_FIELDS
     netplan: tuple[tuple[str, str], ...]  # (file, interface) for each mention
-    pings: dict[str, Ping]
+    pings: dict[tuple[str, str], Ping]  # (interface, address pinged) -> result
     gids: tuple[Gid, ...]
     env_sha256: str  # of the engine environment file, "" when it is missing
+    # The text of each netplan file that mentions a QSFP interface (None: unreadable or
+    # larger than NETPLAN_MAX_BYTES), and the NetworkManager keyfiles netplan rendered for a
+    # QSFP interface: (keyfile, interface).
+    netplan_files: dict[str, str | None] = dataclasses.field(default_factory=dict)
+    netplan_profiles: tuple[tuple[str, str], ...] = ()
 
 
 class QsfpNetwork(FactBase):
@@ -94,8 +104,9 @@ class QsfpNetwork(FactBase):
     Returns the state of a Spark's QSFP network in one round trip: NetworkManager's
     profiles and devices for the QSFP interfaces, every link with its MTU and IPv4
     addresses, the interfaces of the SSH session and the default route, netplan files that
-    mention a QSFP interface, a don't-fragment ping to the peer on every rail, the RoCE GID
-    tables and the checksum of the engine environment file.
+    mention a QSFP interface (with their text, base64) and the NetworkManager profiles netplan
+    rendered for one, a don't-fragment ping to each other Spark the proof pings on every
+    rail, the RoCE GID tables and the checksum of the engine environment file.
 
     Sample output of the command::
 
@@ -112,13 +123,15 @@ class QsfpNetwork(FactBase):
         profile.qsfp-enp1s0f0np0=ipv4.addresses:192.168.100.1/24
         profile.qsfp-enp1s0f0np0=GENERAL.STATE:activated
         netplan=/etc/netplan/40-cx7.yaml:enp1s0f0np0
-        ping.enp1s0f0np0=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
+        netplan_file=/etc/netplan/40-cx7.yaml bmV0d29yazoKICBldGhlcm5ldHM6CiAgICBlbnAxczBmMG5wMDoge2RoY3A0OiBub30K
+        netplan_profile=/run/NetworkManager/system-connections/netplan-enp1s0f0np0.nmconnection:enp1s0f0np0
+        ping.enp1s0f0np0@192.168.100.2=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gids/3:0000:...:ffff:c0a8:6401
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3:RoCE v2
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/ndevs/3:enp1s0f0np0
         env_sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 
-    ``pings`` are (interface, peer address, payload bytes); pyinfra runs facts through
+    ``pings`` are (interface, address, payload bytes); pyinfra runs facts through
     sudo, which drops $SSH_CONNECTION, so it is read from the nearest ancestor process that
     still has it (the sudo process itself).
     """
@@ -159,13 +172,20 @@ class QsfpNetwork(FactBase):
             ]
         if interfaces:
             words = " ".join(f"-e {q(interface)}" for interface in interfaces)
-            lines.append(
+            names = " ".join(f"-e {q('interface-name=' + interface)}" for interface in interfaces)
+            lines += [
                 f"grep -HowF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
-                " | sed 's/^/netplan=/'"
-            )
+                " | sed 's/^/netplan=/'",
+                f"grep -lwF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
+                " | while IFS= read -r f; do printf 'netplan_file=%s %s\\n' \"$f\" "
+                f'"$(head -c {NETPLAN_MAX_BYTES + 1} "$f" | base64 -w0)"; done',
+                f"grep -HxF {names} "
+                f"{NETPLAN_NM_DIR}/netplan-*.nmconnection 2>/dev/null"
+                " | sed 's/^/netplan_profile=/; s/:interface-name=/:/'",
+            ]
         for interface, peer, payload in pings:
             lines += captured(
-                f"ping.{interface}",
+                f"ping.{interface}@{peer}",
                 f"{PING} -s {int(payload)} -I {q(interface)} {q(peer)}",
                 keep="transmitted|rror|nreachable|too long",
             )
@@ -208,8 +228,10 @@ class QsfpNetwork(FactBase):
             if kind in by_subject and subject:
                 by_subject[kind][subject] = fields(key)
             elif kind == "ping" and subject:
+                interface, at, to = subject.rpartition("@")
+                interface = interface if at else subject
                 status, detail = parse_captured(one(key))
-                pings[subject] = Ping(subject, status == 0, detail)
+                pings[(interface, to)] = Ping(interface, status == 0, detail, to)
 
         return Network(
             nmcli=one("nm") == "running",
@@ -227,7 +249,33 @@ class QsfpNetwork(FactBase):
             pings=pings,
             gids=parse_gid_lines(raw.get("gid", [])),
             env_sha256=one("env_sha256"),
+            netplan_files=dict(
+                _netplan_text(value) for value in raw.get("netplan_file", []) if " " in value
+            ),
+            netplan_profiles=tuple(
+                (head, tail)
+                for head, colon, tail in (
+                    value.rpartition(":") for value in raw.get("netplan_profile", [])
+                )
+                if colon
+            ),
         )
+
+
+def _netplan_text(value: str) -> tuple[str, str | None]:
+    """A ``netplan_file`` line's value: the file, and its text (None when it is not
+    UTF-8 text of at most NETPLAN_MAX_BYTES)."""
+    path, _, encoded = value.rpartition(" ")
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return path, None
+    if len(data) > NETPLAN_MAX_BYTES:
+        return path, None
+    try:
+        return path, data.decode()
+    except UnicodeDecodeError:
+        return path, None
 
 
 def peer_of(target: Host) -> Host | None:
@@ -236,16 +284,30 @@ def peer_of(target: Host) -> Host | None:
     return target.inventory.get_host(place.peer) if place.peer else None
 
 
+def pinged(target: Host) -> list[Host]:
+    """The Sparks whose rails this Spark pings in the QSFP proof (its ``qsfp_proof``), in
+    rank order: the peer of a pair; through a switch the head, or every other Spark."""
+    place: Place = target.data.place
+    names = {
+        end.name
+        for rail in place.rails
+        for end in place.ping_ends(rail, target.data.spark.qsfp_proof)
+    }
+    return [target.inventory.get_host(name) for name in target.inventory.hosts if name in names]
+
+
 def fact_arguments(target: Host) -> dict:
     """The QsfpNetwork arguments of a Spark, from its settings and its place: its rails,
-    a full-size ping to the peer's end of each, where sysfs is, the engine environment."""
+    a full-size ping to each end the proof pings on each (``Place.ping_ends``), where sysfs
+    is, the engine environment."""
     place: Place = target.data.place
+    mode = target.data.spark.qsfp_proof
     return {
         "interfaces": [rail.interface for rail in place.rails],
         "pings": [
-            (rail.interface, rail.peer_ip, rail.mtu - IP_HEADERS)
+            (rail.interface, end.ip, rail.mtu - IP_HEADERS)
             for rail in place.rails
-            if rail.peer_ip
+            for end in place.ping_ends(rail, mode)
         ],
         "sysfs_root": target.data.spark.sysfs_root,
         "env_file": NCCL_ENV,

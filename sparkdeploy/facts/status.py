@@ -101,8 +101,8 @@ class SparkStatus(FactBase):
         nmdev.enP2p1s0f0np0=GENERAL.STATE:100 (connected)
         nmdev.enP2p1s0f0np0=GENERAL.CONNECTION:qsfp-enP2p1s0f0np0
         profile.qsfp-enP2p1s0f0np0=GENERAL.STATE:activated
-        ping.enp1s0f0np0=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
-        ping.enP2p1s0f0np0=1 ping: local error: message too long, mtu=1500 2 packets transmitted, 0 received, +2 errors, 100% packet loss, time 203ms
+        ping.enp1s0f0np0@192.168.100.2=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
+        ping.enP2p1s0f0np0@192.168.101.2=1 ping: local error: message too long, mtu=1500 2 packets transmitted, 0 received, +2 errors, 100% packet loss, time 203ms
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gids/3:0000:0000:0000:0000:0000:ffff:c0a8:6401
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3:RoCE v2
         gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/ndevs/3:enp1s0f0np0

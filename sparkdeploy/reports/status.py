@@ -106,12 +106,12 @@ def rail_rows(spark: SparkSettings, rails: tuple[Rail, ...], network: Network) -
                 f"profile qsfp-{rail.interface} active)"
             )
         )
-        ping = network.pings.get(rail.interface)
-        if ping is not None and ends.peer_ip:
+        for end in ends.ends:  # the pings the proof made to the other Sparks on this rail
+            ping = network.pings.get((rail.interface, end.ip))
+            if ping is None:
+                continue
             result = "ok" if ping.ok else f"FAILED ({ping.detail})"
-            detail += (
-                f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to {ends.peer_ip} {result}"
-            )
+            detail += f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to {end.ip} {result}"
             fine = fine and ping.ok
         rows.append(Row(check, OK if fine else FAIL, detail))
     return rows

@@ -8,7 +8,7 @@ import dataclasses
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
-from sparkdeploy.deploys.qsfp.network import netplan_claims, profile_commands, refusals
+from sparkdeploy.deploys.qsfp.network import profile_commands, refusals
 from sparkdeploy.deploys.qsfp.proof import proof
 from sparkdeploy.facts.network import QsfpNetwork
 from sparkdeploy.facts.roce import Gid, RailGid, check_gids
@@ -42,8 +42,8 @@ nmdev.enP2p1s0f0np0=GENERAL.STATE:30 (disconnected)
 nmdev.enP2p1s0f0np0=GENERAL.CONNECTION:
 netplan=/etc/netplan/40-cx7.yaml:enp1s0f0np0
 netplan=/etc/netplan/90-NM-942e6266-a7c9-431c-895a-ceaf3c7bd043.yaml:enp1s0f0np0
-ping.enp1s0f0np0=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
-ping.enP2p1s0f0np0=1 2 packets transmitted, 0 received, 100% packet loss, time 204ms
+ping.enp1s0f0np0@192.168.100.2=0 2 packets transmitted, 2 received, 0% packet loss, time 201ms
+ping.enP2p1s0f0np0@192.168.101.2=1 2 packets transmitted, 0 received, 100% packet loss, time 204ms
 gid=/sys/class/infiniband/rocep1s0f0/ports/1/gids/3:0000:0000:0000:0000:0000:ffff:c0a8:6401
 gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3:RoCE v2
 gid=/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/ndevs/3:enp1s0f0np0
@@ -90,7 +90,8 @@ def test_fact_parsing():
     }
     assert parsed.profiles["qsfp-enp1s0f0np0"]["ipv4.addresses"] == "192.168.100.1/24"
     assert "qsfp-enP2p1s0f0np0" not in parsed.profiles
-    assert parsed.pings["enp1s0f0np0"].ok and not parsed.pings["enP2p1s0f0np0"].ok
+    assert parsed.pings[("enp1s0f0np0", "192.168.100.2")].ok
+    assert not parsed.pings[("enP2p1s0f0np0", "192.168.101.2")].ok
     assert [(g.dev, g.index, g.type) for g in parsed.gids] == [
         ("roceP2p1s0f0", 3, "RoCE v2"),
         ("rocep1s0f0", 3, "RoCE v2"),
@@ -178,20 +179,13 @@ def test_refuses_missing_interface_unmanaged_device_and_no_networkmanager():
     assert problem.startswith("NetworkManager is not running")
 
 
-def test_netplan_files_other_than_networkmanagers_own_are_reported():
-    [claim] = netplan_claims(facts())
-    assert claim.startswith(
-        "/etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with the "
-        "networkd renderer does nothing for it on a Spark"
-    )
-
-
 PAIR = Topology.of({"spark-1": settings(1), "spark-2": settings(2)})
 ALONE = Topology.of({"spark-1": settings(1)})
 
 
 def test_ping_failure_names_the_rail_both_addresses_and_mtus():
-    found, problems = proof(settings(), PAIR["spark-1"], facts(), {"enP2p1s0f0np0": 1500})
+    mtus = {"spark-2": {"enP2p1s0f0np0": 1500}}
+    found, problems = proof(settings(), PAIR["spark-1"], facts(), mtus)
     assert problems == [
         "rail 2: spark-1 enP2p1s0f0np0 192.168.101.1 (MTU 9000) got no reply from spark-2 "
         "enP2p1s0f0np0 192.168.101.2 (MTU 1500) to a 8972-byte don't-fragment ping "

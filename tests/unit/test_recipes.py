@@ -157,19 +157,20 @@ def test_a_recipe_that_crashes_is_refused_by_the_rule_that_names_the_crash(path)
 
 
 @pytest.mark.parametrize("path", CLUSTERS, ids=lambda path: path.stem)
-def test_clusters_of_three_to_eight_sparks_are_refused_clearly(path):
-    """One model across 3-8 Sparks is the pairs-and-clusters issue: until then such a
-    recipe is refused saying so, and its engine settings (every flag) pass the release."""
+def test_clusters_of_three_to_eight_sparks_pass_the_inventory_checks(path):
+    """One model across 3-8 Sparks through a switch: the inventory (its size, the address
+    plan of every rail) is valid; planning the engines across them is the engine plan's."""
     recipe = load(path)
     nodes = recipe["nodes"]
     assert nodes > 2
-    _, problems = validate_document(document(recipe), str(path))
+    sparks, problems = validate_document(document(recipe), str(path))
+    assert problems == [] and len(sparks) == nodes
+    _, problems = validate_document(document({**recipe, "nodes": 9}), str(path))
     assert problems == [
-        f"{path}: sparks: {nodes} hosts given; this project prepares one Spark or a pair "
-        "(2 at most)"
+        f"{path}: sparks: 9 hosts given; this project prepares one Spark, a pair cabled to "
+        "each other, or up to 8 Sparks through a switch (8 at most): give each group of "
+        "Sparks that serves one model its own inventory"
     ]
-    _, problems = validate_document(document({**recipe, "nodes": 1}), str(path))
-    assert problems == []
 
 
 def test_the_recipes_cover_what_operators_run():

@@ -85,14 +85,15 @@ def test_problem_from_shared_defaults_says_where_it_was_set():
     "raw, expected",
     [
         (None, "the file must be a mapping with `sparks:`"),
-        ({"sparks": {}}, "sparks: list one or two Sparks"),
+        ({"sparks": {}}, "sparks: list one to 8 Sparks"),
         ({"sparks": ["a"]}, "sparks: must be a mapping"),
         ({"sparks": {"s1": {"ssh_host": "a"}}, "hosts": 1}, "top-level key 'hosts': unknown"),
         ({"sparks": {"Spark_1": {"ssh_host": "a"}}}, "name must be lower-case letters"),
         ({"sparks": {"s1": "a"}}, "host 's1': must be a mapping"),
         (
-            {"sparks": {f"s{i}": {"ssh_host": f"h{i}"} for i in range(3)}},
-            "3 hosts given; this project prepares one Spark or a pair (2 at most)",
+            {"sparks": {f"s{i}": {"ssh_host": f"h{i}"} for i in range(9)}},
+            "9 hosts given; this project prepares one Spark, a pair cabled to each other, or "
+            "up to 8 Sparks through a switch (8 at most)",
         ),
         (
             {"sparks": {"s1": {"ssh_host": "a"}, "s2": {"ssh_host": "a"}}},

@@ -97,8 +97,8 @@ def test_sample_parses():
     assert parsed.api == Api(0, (MODEL_ID,), "")
     assert parsed.network.links["enp1s0f0np0"].mtu == 9000
     assert parsed.network.links["enP2p1s0f0np0"].mtu == 1500
-    assert parsed.network.pings["enp1s0f0np0"].ok
-    assert not parsed.network.pings["enP2p1s0f0np0"].ok
+    assert parsed.network.pings[("enp1s0f0np0", "192.168.100.2")].ok
+    assert not parsed.network.pings[("enP2p1s0f0np0", "192.168.101.2")].ok
     assert [gid.index for gid in parsed.network.gids] == [3, 3]
 
 

@@ -71,8 +71,8 @@ host and the key, and no host is contacted.
 
 The file has two sections:
 
-- `sparks:` one or two Sparks, name -> keys. Names are lower-case letters, digits and `-`.
-  The first Spark is the head of a pair.
+- `sparks:` one to eight Sparks, name -> keys. Names are lower-case letters, digits and `-`.
+  The first Spark is the head: rank 0 of a pair or of Sparks through a switch.
 - `defaults:` keys shared by every Spark (any key except `ssh_host`).
 
 A Spark's own key beats `defaults:`, which beats the built-in default. Types are strict:
@@ -80,10 +80,11 @@ A Spark's own key beats `defaults:`, which beats the built-in default. Types are
 refused, with the closest valid key when there is one. Secrets never go in the inventory:
 the Hugging Face token comes from the laptop's environment (see `hf_token_env`).
 
-A pair's QSFP address plan is checked with the rest of the file: rail N of one Spark is
-cabled to rail N of the other, so both Sparks list the same number of rails, both ends of a
-rail are in one subnet, each rail of a Spark has its own subnet, and no address is used
-twice.
+The QSFP address plan is checked with the rest of the file. Two Sparks are a pair cabled
+rail N to rail N, so both ends of a rail are in one subnet; three to eight Sparks are on a
+switch, so rail N of every Spark is in one subnet, the head's (three Sparks cabled to each
+other in a ring are not supported). Every Spark lists the same number of rails, each rail of
+a Spark has its own subnet, and no address is used twice.
 
 An example: two Sparks on the dual-rail cable, serving one model with SGLang across both.
 

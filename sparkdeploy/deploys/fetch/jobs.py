@@ -30,7 +30,7 @@ from sparkdeploy.config.paths import (
     MODEL_CHECK_BIN,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.config.topology import Place
+from sparkdeploy.config.topology import End, Place
 from sparkdeploy.deploys.fetch.progress import (
     failure_text,
     finished_line,
@@ -40,13 +40,12 @@ from sparkdeploy.deploys.managed import managed_file
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import HostState, host_state
-from sparkdeploy.facts.network import peer_of
 from sparkdeploy.knowledge.images import reading_script
 from sparkdeploy.render import file_text
 
 POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip each)
-# The head of a pair serves the copies on this TCP port of its fabric address: away from the
-# engines' API ports (8000, 30000) and the ports their NCCL, Gloo and Ray use (29500+, 6379).
+# The head serves the copies on this TCP port of its fabric address: away from the engines'
+# API ports (8000, 30000) and the ports their NCCL, Gloo and Ray use (29500+, 6379).
 PAIR_COPY_PORT = 47471
 SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
 
@@ -71,7 +70,7 @@ class FetchJob:
 
     @property
     def key(self) -> str:
-        """What it brings, the same on both Sparks of a pair: repo@revision, or the image."""
+        """What it brings, the same on every Spark: repo@revision, or the image."""
         return str(self.spec["want"] if self.kind.endswith("model") else self.spec["image"])
 
     def done(self, state: HostState) -> bool:
@@ -142,30 +141,37 @@ def image_job(plan: EnginePlan, home: str = "") -> FetchJob:
 
 
 @dataclass(frozen=True)
-class PairLink:
-    """How the Sparks of a pair reach each other for the copy: the head's server listens on
-    its own fabric address and answers the other Spark's only."""
+class CopyLink:
+    """How the Sparks reach the head for the copies, over rail 1 (the pair's cable or the
+    switch): the head's server listens on its own rail-1 address and answers the other
+    Sparks' rail-1 addresses only."""
 
     head: str  # the head Spark's name
     head_ip: str
-    other_ip: str
+    other_ips: tuple[str, ...]  # every other Spark's rail-1 address, in rank order
+    others: tuple[str, ...]  # their names, in the same order
 
 
-def pair_link(place: Place) -> PairLink | None:
-    """The first rail both Sparks of a pair have, seen from the head (None: no pair, or no
-    QSFP link to copy over)."""
-    if not place.paired:
+def copy_link(place: Place) -> CopyLink | None:
+    """Rail 1 of every Spark, seen from any of them (None: alone, or no QSFP rails to copy
+    over). A pair and three to eight Sparks through a switch alike."""
+    if not place.linked or len(place.members) != place.nodes:
         return None
-    for rail in place.rails:
-        if rail.ip and rail.peer_ip:
-            head_ip, other_ip = (
-                (rail.ip, rail.peer_ip) if place.rank == 0 else (rail.peer_ip, rail.ip)
-            )
-            return PairLink(place.head, head_ip, other_ip)
-    return None
+    rail = place.rails[0]
+    everyone = sorted(
+        (*rail.ends, End(place.name, rail.interface, rail.ip)),
+        key=lambda end: place.members.index(end.ip),
+    )
+    others = [end for end in everyone if end.name != place.head]
+    return CopyLink(
+        place.head,
+        place.head_ip,
+        tuple(end.ip for end in others),
+        tuple(end.name for end in others),
+    )
 
 
-def copy_job(job: FetchJob, link: PairLink, wait: int) -> FetchJob:
+def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
     """The other Spark's job for ``job``: copy it from the head over the link, once the head
     has it (waiting ``wait`` seconds at most)."""
     spec = {k: v for k, v in job.spec.items() if k not in ("kind", "label")}
@@ -181,14 +187,16 @@ def copy_job(job: FetchJob, link: PairLink, wait: int) -> FetchJob:
     )
 
 
-def serve_job(jobs: list[FetchJob], link: PairLink) -> FetchJob:
-    """The head's server of the pair's copies: exactly these folders and images."""
+def serve_job(jobs: list[FetchJob], link: CopyLink) -> FetchJob:
+    """The head's server of the copies: exactly these folders and images, answering the
+    other Sparks' rail-1 addresses only."""
+    many = "s" if len(link.other_ips) > 1 else ""
     return FetchJob.of(
         "serve",
         link.head_ip,
-        f"copies for the other Spark ({link.other_ip})",
+        f"copies for the other Spark{many} ({', '.join(link.other_ips)})",
         bind=link.head_ip,
-        allow=link.other_ip,
+        allow=list(link.other_ips),
         port=PAIR_COPY_PORT,
         models={job.key: job.spec["folder"] for job in jobs if job.kind == "model"},
         images=[job.key for job in jobs if job.kind == "image"],
@@ -289,7 +297,7 @@ def fetched(
     (``spark-fetch@ID.service``) for each one not there yet, or attach to it when it is
     already running, and wait, showing progress, until all are done.
 
-    + jobs: what to fetch (``model_jobs``, ``image_job``) or copy from the head of a pair
+    + jobs: what to fetch (``model_jobs``, ``image_job``) or copy from the head
       (``copy_job``)
     + timeout: seconds to wait; the jobs go on after it, and the next run attaches
     + serving: the head's server of the other Spark's copies: started, not waited for
@@ -312,7 +320,7 @@ def fetched(
 @operation()
 def serving_stopped(job: FetchJob | None):
     """
-    Stop the head's server of the pair's copies: every Spark has finished its copies when
+    Stop the head's server of the copies: every Spark has finished its copies when
     this operation runs (after ``fetched`` on all of them).
 
     + job: the head's ``serve_job`` started in this run, or None
@@ -337,16 +345,19 @@ def jobs_of(target: Host, group: str = "", home: str = "") -> list[FetchJob]:
 
 
 def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
-    """The ``fetched`` arguments of the current Spark. Alone, it fetches everything. In a
-    pair with a QSFP link, the head fetches from the internet and serves what the other
-    Spark lacks; the other copies from the head what the head has (the rest it fetches)."""
-    link = pair_link(host.data.place)
-    other = peer_of(host)
-    if link is None or other is None:
+    """The ``fetched`` arguments of the current Spark. Alone, it fetches everything. Linked
+    over QSFP (a pair, or up to eight through a switch), the head fetches from the internet
+    and serves what any other Spark lacks; each other Spark copies from the head what the
+    head has over rail 1 (the rest it fetches)."""
+    link = copy_link(host.data.place)
+    if link is None:
         return {"jobs": jobs}
     if host.name == link.head:
-        other_state = host_state(other)
-        lacking = {job.key for job in jobs_of(other) if not job.done(other_state)}
+        lacking = set()
+        for name in link.others:
+            other = host.inventory.get_host(name)
+            other_state = host_state(other)
+            lacking |= {job.key for job in jobs_of(other) if not job.done(other_state)}
         served = [job for job in jobs if job.key in lacking]
         return {"jobs": jobs, "serving": [serve_job(served, link)] if served else []}
     head_keys = {job.key for job in jobs_of(host.inventory.get_host(link.head))}
@@ -372,12 +383,12 @@ def fetch_everything() -> None:
     arguments = fetch_plan(jobs_of(host, state.user_group, state.user_home))
     # One operation for every Spark, so that the head fetches while the other copies.
     fetched(
-        name="Fetch the engine image and the model folders (once for a pair)",
+        name="Fetch the engine image and the model folders (once for all the Sparks)",
         timeout=spark.fetch_timeout,
         **arguments,
     )
     serving = arguments.get("serving") or []
     serving_stopped(
-        name="Stop serving the pair's copies",
+        name="Stop serving the copies for the other Sparks",
         job=serving[0] if serving else None,
     )

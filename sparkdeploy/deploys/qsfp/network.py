@@ -1,21 +1,48 @@
 """
-The QSFP network between two Sparks: one NetworkManager profile per rail of the cable
-(static IPv4, jumbo MTU, autoconnect, IPv6 off unless asked), made with nmcli only (on a
-Spark, netplan with the networkd renderer silently does nothing for these ports).
+The QSFP network of a Spark: one NetworkManager profile per rail (static IPv4, jumbo MTU,
+autoconnect, IPv6 off unless asked), made with nmcli only, for a pair cabled rail to rail or
+for up to eight Sparks through a switch.
 
 Refused before anything changes on any host: an interface that carries the deploy's own SSH
 session or the default route, a missing interface, NetworkManager not running or not
-managing the interface. The address plan itself (shared addresses, a rail's ends in
-different subnets) is checked with the inventory, before any connection.
+managing the interface, and a netplan file the deploy may not take the interface over from
+(``netplan_plan``). The address plan itself (shared addresses, rails in different subnets) is
+checked with the inventory, before any connection.
+
+Netplan. NVIDIA's two-Spark playbook configures the ConnectX ports in
+``/etc/netplan/40-cx7.yaml``; on DGX OS netplan renders to NetworkManager, as profiles
+``netplan-<interface>`` with keyfiles in /run/NetworkManager/system-connections (field notes
+2026-11 section 4; netplan's NetworkManager renderer names them so). Left there, such a
+profile and the deploy's ``qsfp-<interface>`` both autoconnect on one interface, and which
+one holds it after a reboot is NetworkManager's choice. With ``qsfp_netplan: take_over`` (the
+default) the deploy moves the file to NETPLAN_BACKUP (named with its checksum, so a second
+file of the same name never overwrites the first backup), removes the keyfiles netplan
+rendered for the QSFP interfaces and has NetworkManager reload its profiles, then brings its
+own profiles up as ever, and says exactly what it changed. It never runs ``netplan apply``
+(which drops the management address for about a second, sparkring#168) nor ``netplan
+generate`` (which rewrites every interface's profile), and it removes keyfiles itself rather
+than with ``nmcli connection delete``, which on Ubuntu's NetworkManager asks netplan to edit
+the YAML a profile came from. The safe rule: a file is moved only when it lies under
+/etc/netplan and every device it defines is a QSFP interface this Spark lists (by name, or
+matched by name alone); a file that also configures any other interface (the management
+port, a bond, a device matched by MAC address) is refused with the exact edit to make,
+since moving it would take that interface's configuration too. With ``refuse`` every claim
+is refused with the exact commands. Once taken over, the file and the keyfiles are gone, so
+a second run changes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
+from dataclasses import dataclass, field
+from typing import Any
 
+import yaml
 from pyinfra import host, logger
-from pyinfra.api import Host, deploy, operation
+from pyinfra.api import Host, OperationError, deploy, operation
 
+from sparkdeploy.config.paths import NETPLAN_BACKUP, NETPLAN_NM_DIR
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.deploys.refuse import refuse
 from sparkdeploy.escape import shell
@@ -55,7 +82,10 @@ def profile_commands(rail: QsfpInterface, facts: Network) -> list[str]:
 def changes_planned(target: Host) -> bool:
     """Does this run change the QSFP network of this Spark?"""
     facts = network(target)
-    return any(profile_commands(rail, facts) for rail in target.data.spark.qsfp)
+    spark: SparkSettings = target.data.spark
+    return bool(netplan_plan(spark, facts).commands) or any(
+        profile_commands(rail, facts) for rail in spark.qsfp
+    )
 
 
 def refusals(spark: SparkSettings, facts: Network) -> list[str]:
@@ -93,17 +123,182 @@ def refusals(spark: SparkSettings, facts: Network) -> list[str]:
     return problems
 
 
-def netplan_claims(facts: Network) -> list[str]:
-    """Netplan files that mention a QSFP interface, other than those NetworkManager writes
-    for the deploy's own profiles (90-NM-<uuid>.yaml on Ubuntu)."""
-    own = {f"90-NM-{p.get('connection.uuid')}.yaml" for p in facts.profiles.values()}
-    return [
-        f"{path} mentions {interface}: netplan with the networkd renderer does nothing for "
-        f"it on a Spark and may compete with NetworkManager's {profile_name(interface)}; "
-        "remove the QSFP interfaces from that file"
-        for path, interface in facts.netplan
-        if posixpath.basename(path) not in own
-    ]
+# Netplan's device sections: every key under them defines one device (netplan's YAML
+# reference, "Properties for device type ...").
+NETPLAN_DEVICES = (
+    "ethernets", "bonds", "bridges", "vlans", "wifis", "modems", "tunnels", "vrfs",
+    "dummy-devices", "virtual-ethernets", "nm-devices",
+)  # fmt: skip
+RELOAD = "nmcli connection reload"
+NO_APPLY = "(not `netplan apply`, which drops the management address for about a second)"
+
+
+def netplan_devices(text: str | None) -> tuple[dict[str, str | None], str]:
+    """The devices a netplan file defines: ID -> the interface it configures (its ID, or
+    the name it is matched by alone; None when it is matched otherwise), and why the file
+    could not be read ("" when it could)."""
+    if text is None:
+        return {}, "it is not UTF-8 text of at most 64 KiB"
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        return {}, f"it is not valid YAML ({str(error).splitlines()[0]})"
+    network_: Any = document.get("network") if isinstance(document, dict) else None
+    if not isinstance(network_, dict):
+        return {}, "it has no `network:` mapping"
+    devices: dict[str, str | None] = {}
+    for section in NETPLAN_DEVICES:
+        for netdef, stanza in (network_.get(section) or {}).items():
+            match = stanza.get("match") if isinstance(stanza, dict) else None
+            if match is None:
+                devices[str(netdef)] = str(netdef)
+            elif isinstance(match, dict) and set(match) == {"name"}:
+                name = str(match["name"])
+                devices[str(netdef)] = None if any(c in name for c in "*?[") else name
+            else:
+                devices[str(netdef)] = None
+    return devices, ""
+
+
+@dataclass(frozen=True)
+class NetplanPlan:
+    """What the deploy does about netplan's claims on the QSFP interfaces of a Spark."""
+
+    commands: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # what the commands change, in words
+    problems: list[str] = field(default_factory=list)  # why it refuses (then no commands)
+
+
+def netplan_plan(spark: SparkSettings, facts: Network) -> NetplanPlan:
+    """
+    The commands that take the QSFP interfaces over from netplan (``qsfp_netplan:
+    take_over``), what they change, or why it is refused: see the module's docstring for
+    the rule. The files and profiles NetworkManager keeps for the deploy's own profiles
+    (90-NM-<uuid>.yaml, netplan-NM-<uuid>.nmconnection on Ubuntu) are not claims.
+    """
+    qsfp = {rail.interface for rail in spark.qsfp}
+    uuids = {p.get("connection.uuid") for p in facts.profiles.values()} - {None, ""}
+    own_files = {f"90-NM-{uuid}.yaml" for uuid in uuids}
+    own_keyfiles = {f"netplan-NM-{uuid}.nmconnection" for uuid in uuids}
+    mentions: dict[str, list[str]] = {}
+    for path, interface in facts.netplan:
+        if posixpath.basename(path) not in own_files and interface in qsfp:
+            mentions.setdefault(path, []).append(interface)
+    keyfiles = {
+        keyfile: interface
+        for keyfile, interface in facts.netplan_profiles
+        if interface in qsfp and posixpath.basename(keyfile) not in own_keyfiles
+    }
+    commands: list[str] = []
+    changes: list[str] = []
+    problems: list[str] = []
+    take_over = spark.qsfp_netplan == "take_over"
+    for path, interfaces in sorted(mentions.items()):
+        named = ", ".join(sorted(set(interfaces)))
+        devices, unreadable = netplan_devices(facts.netplan_files.get(path))
+        rendered = [
+            f"{NETPLAN_NM_DIR}/netplan-{netdef}.nmconnection"
+            for netdef, interface in devices.items()
+            if interface in qsfp
+        ] or sorted(k for k, i in keyfiles.items() if i in interfaces)
+        remove = f"sudo rm -f {' '.join(rendered)} && " if rendered else ""
+        others = sorted(
+            f"{netdef} (matched by more than its name)" if interface is None else interface
+            for netdef, interface in devices.items()
+            if interface not in qsfp
+        )
+        backup = f"{NETPLAN_BACKUP}/{posixpath.basename(path)}"
+        if not path.startswith("/etc/netplan/"):
+            problems.append(
+                f"{path} configures {named} through netplan, beside the deploy's "
+                f"NetworkManager profiles; the deploy takes over files under /etc/netplan "
+                f"only. Fix: remove the stanzas of {named} from it, then {remove}sudo "
+                f"{RELOAD} {NO_APPLY}"
+            )
+        elif unreadable or others:
+            why = (
+                f"it could not be read ({unreadable})"
+                if unreadable
+                else f"it also configures {', '.join(others)}"
+            )
+            problems.append(
+                f"{path} configures {named} through netplan, and {why}: the deploy moves a "
+                "netplan file aside only when it configures nothing but QSFP interfaces "
+                f"this Spark lists. Fix: remove the stanzas of {named} from {path} and keep "
+                f"the rest, then {remove}sudo {RELOAD} {NO_APPLY}"
+            )
+        elif not take_over:
+            problems.append(
+                f"{path} configures {named} through netplan, which renders NetworkManager "
+                f"profiles that compete with the deploy's "
+                f"{', '.join(profile_name(i) for i in sorted(set(interfaces)))} "
+                f"(qsfp_netplan: refuse). Fix: sudo install -d -m 0700 {NETPLAN_BACKUP} && "
+                f"sudo mv {path} {backup} && {remove}sudo {RELOAD} {NO_APPLY}, or set "
+                "qsfp_netplan: take_over"
+            )
+        else:
+            text = facts.netplan_files.get(path) or ""
+            moved = f"{backup}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+            commands += [
+                f"install -d -m 0700 {shell(NETPLAN_BACKUP)}",
+                f"mv -f {shell(path)} {shell(moved)}",
+            ]
+            changes.append(
+                f"moved {path}, which configured {named} through netplan, to {moved} "
+                f"(to restore it: sudo mv {moved} {path})"
+            )
+    stray = sorted(keyfiles) if take_over and not problems else []
+    if not take_over:
+        covered = {i for interfaces in mentions.values() for i in interfaces}
+        for keyfile, interface in sorted(keyfiles.items()):
+            if interface not in covered:
+                problems.append(
+                    f"NetworkManager profile {_stem(keyfile)} ({keyfile}), rendered by "
+                    f"netplan, configures {interface} beside the deploy's "
+                    f"{profile_name(interface)} (qsfp_netplan: refuse). Fix: sudo rm -f "
+                    f"{keyfile} && sudo {RELOAD} {NO_APPLY}, or set qsfp_netplan: take_over"
+                )
+    if problems:
+        return NetplanPlan(problems=problems)
+    for keyfile in stray:
+        commands.append(f"rm -f {shell(keyfile)}")
+        changes.append(
+            f"removed NetworkManager profile {_stem(keyfile)} ({keyfile}), which netplan "
+            f"rendered for {keyfiles[keyfile]}"
+        )
+    if stray:
+        commands.append(RELOAD)
+    return NetplanPlan(commands, changes)
+
+
+def _stem(keyfile: str) -> str:
+    return posixpath.basename(keyfile).removesuffix(".nmconnection")
+
+
+@operation()
+def netplan_taken_over():
+    """
+    Take this Spark's QSFP interfaces over from netplan: move each netplan file that
+    configures only them to the backup folder, remove the NetworkManager profiles netplan
+    rendered for them and reload NetworkManager's profiles (no ``netplan apply``). Nothing
+    when netplan claims none of them; refused at planning what may not be taken over.
+
+    **Example:**
+
+    .. code:: python
+
+        network.netplan_taken_over(name="Take the QSFP interfaces over from netplan")
+    """
+    plan = netplan_plan(host.data.spark, network(host))
+    if plan.problems:
+        raise OperationError("\n".join(plan.problems))
+    if not plan.commands:
+        host.noop("netplan configures no QSFP interface")
+        return
+    for change in plan.changes:
+        logger.warning(f"{host.print_prefix}NETPLAN: {change}")
+        notices.add(host.name, f"NETPLAN: {change}")
+    yield from plan.commands
 
 
 @operation()
@@ -146,12 +341,10 @@ def configure_qsfp_network() -> None:
     if not spark.qsfp:
         return
     facts = network(host)
-    problems = refusals(spark, facts)
+    problems = refusals(spark, facts) + netplan_plan(spark, facts).problems
     if problems:
         refuse(problems)
-    for claim in netplan_claims(facts):
-        logger.warning(f"{host.print_prefix}{claim}")
-        notices.add(host.name, f"NETPLAN: {claim}")
+    netplan_taken_over(name="Take the QSFP interfaces over from netplan")
     for number, rail in enumerate(spark.qsfp, start=1):
         nm_profile(
             name=f"Rail {number}: NetworkManager profile",

@@ -1,18 +1,21 @@
 """
 Proof that the QSFP path works, and the engine environment written from what it found.
 
-On every rail: a full-size ping to the peer with the don't-fragment bit (payload MTU - 28),
-and the RoCE GID index of the rail's IPv4 address read from the kernel's GID table. Neither
-is a change. When this run changes the network of either Spark of the pair, the proof must
-follow those changes, so it runs at execution (the first command of the environment
-operation); otherwise the network fact taken at planning already holds the pings and the
-tables and the proof runs there, so a converged run stays one fact per host.
+On every rail: a full-size ping with the don't-fragment bit (payload MTU - 28) to the other
+Sparks' ends the proof pings (``qsfp_proof``: a pair pings each other; through a switch each
+Spark pings the head, and the head every other Spark, or every Spark every other one with
+``all``), and the RoCE GID index of the rail's IPv4 address read from the kernel's GID table,
+per Spark. Neither is a change. When this run changes the network of this Spark or of a Spark
+it pings, the proof must follow those changes, so it runs at execution (the first command of
+the environment operation); otherwise the network fact taken at planning already holds the
+pings and the tables and the proof runs there, so a converged run stays one fact per host.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, deploy, operation
@@ -31,7 +34,7 @@ from sparkdeploy.facts.network import (
     QsfpNetwork,
     fact_arguments,
     network,
-    peer_of,
+    pinged,
 )
 from sparkdeploy.facts.roce import RailGid, check_gids
 from sparkdeploy.facts.store import run_store
@@ -41,25 +44,35 @@ PROVEN = "qsfp-proven"  # the run store's result key: what the proof found on a 
 
 
 def proof(
-    spark: SparkSettings, place: Place, facts: Network, peer_mtus: dict[str, int]
+    spark: SparkSettings,
+    place: Place,
+    facts: Network,
+    their_mtus: Mapping[str, Mapping[str, int]],
 ) -> tuple[list[RailGid], list[str]]:
-    """What the GID tables say about each rail, and every problem: the rails that drop a
-    full don't-fragment frame (naming both ends and the MTUs seen there) and the GID
-    index problems (showing the table)."""
+    """What the GID tables say about each rail, and every problem: the paths that drop a
+    full don't-fragment frame (naming both ends and the MTUs seen there: ``their_mtus``,
+    Spark -> interface -> MTU, where known) and the GID index problems (showing the
+    table)."""
     problems = []
-    for rail in place.rails if place.peer else ():
-        ping = facts.pings.get(rail.interface)
-        if ping is not None and ping.ok:
-            continue
-        link = facts.links.get(rail.interface)
-        problems.append(
-            f"rail {rail.number}: {place.name} {rail.interface} {rail.ip} "
-            f"(MTU {link.mtu if link else '?'}) got no reply from {place.peer} "
-            f"{rail.peer_interface} {rail.peer_ip} "
-            f"(MTU {peer_mtus.get(rail.peer_interface, '?')}) "
-            f"to a {rail.mtu - IP_HEADERS}-byte don't-fragment ping "
-            f"({ping.detail if ping else 'not run'})"
-        )
+    switch = (
+        "; through a switch, the switch ports' MTU must allow jumbo frames too"
+        if place.switched
+        else ""
+    )
+    for rail in place.rails:
+        for end in place.ping_ends(rail, spark.qsfp_proof):
+            ping = facts.pings.get((rail.interface, end.ip))
+            if ping is not None and ping.ok:
+                continue
+            link = facts.links.get(rail.interface)
+            problems.append(
+                f"rail {rail.number}: {place.name} {rail.interface} {rail.ip} "
+                f"(MTU {link.mtu if link else '?'}) got no reply from {end.name} "
+                f"{end.interface} {end.ip} "
+                f"(MTU {their_mtus.get(end.name, {}).get(end.interface, '?')}) "
+                f"to a {rail.mtu - IP_HEADERS}-byte don't-fragment ping "
+                f"({ping.detail if ping else 'not run'}){switch}"
+            )
     rails = [(rail.interface, rail.ip) for rail in place.rails]
     found, gid_problems = check_gids(facts.gids, rails, spark.roce_gid_index, spark.sysfs_root)
     return found, problems + gid_problems
@@ -76,8 +89,9 @@ def read_mtus(target: Host) -> dict[str, int]:
     return {match["name"]: int(match["mtu"]) for match in matches if match}
 
 
-def summary(found: list[RailGid], peer: Host | None) -> str:
-    partner = f", jumbo path to {peer.name} proven" if peer else ""
+def summary(found: list[RailGid], others: list[Host]) -> str:
+    names = ", ".join(other.name for other in others)
+    partner = f", jumbo path to {names} proven" if others else ""
     return (
         "; ".join(
             f"rail {number} {rail.interface} {rail.ip}: RoCE v2 GID index {rail.gid.index} on "
@@ -91,15 +105,13 @@ def summary(found: list[RailGid], peer: Host | None) -> str:
 
 def record(target: Host, found: list[RailGid]) -> None:
     run_store(target.state).results[(target.name, PROVEN)] = found
-    logger.info(f"{target.print_prefix}QSFP proven: {summary(found, peer_of(target))}")
+    logger.info(f"{target.print_prefix}QSFP proven: {summary(found, pinged(target))}")
 
 
 def prove_at_planning() -> None:
     """The proof from the network facts taken at planning (nothing changes in this run)."""
-    peer = peer_of(host)
-    found, problems = proof(
-        host.data.spark, host.data.place, network(host), mtus(network(peer)) if peer else {}
-    )
+    their_mtus = {other.name: mtus(network(other)) for other in pinged(host)}
+    found, problems = proof(host.data.spark, host.data.place, network(host), their_mtus)
     if problems:
         refuse(problems, lead=f"{host.name}: the QSFP path is not proven")
     record(host, found)
@@ -110,7 +122,6 @@ def prove_now(state, host) -> None:
     settle and the kernel rebuilds the GID tables."""
     spark: SparkSettings = host.data.spark
     place: Place = host.data.place
-    peer = peer_of(host)
     deadline = time.monotonic() + PROOF_TIMEOUT
     while True:
         facts = host.get_fact(QsfpNetwork, **fact_arguments(host))
@@ -121,7 +132,9 @@ def prove_now(state, host) -> None:
         if time.monotonic() > deadline:
             break
         time.sleep(1)
-    _, problems = proof(spark, place, facts, read_mtus(peer) if peer else {})
+    _, problems = proof(
+        spark, place, facts, {other.name: read_mtus(other) for other in pinged(host)}
+    )
     raise OperationError(
         f"{host.name}: the QSFP path is not proven after configuring it "
         f"({PROOF_TIMEOUT}s):\n  - " + "\n  - ".join(problems)
@@ -163,23 +176,28 @@ def engine_environment(path: str = NCCL_ENV, prove_first: bool = False):
 @deploy("Prove the QSFP path and write the engine environment")
 def prove_qsfp_path() -> None:
     """
-    Prove every rail (jumbo ping to the peer, RoCE GID index) and write the engine
+    Prove every rail (jumbo pings to the other Sparks, RoCE GID index) and write the engine
     environment. Nothing at all when ``qsfp`` is empty.
     """
     spark: SparkSettings = host.data.spark
     if not spark.qsfp:
         return
-    peer = peer_of(host)
-    if peer is not None and not peer.connected:
+    others = pinged(host)
+    absent = [other.name for other in others if not other.connected]
+    if absent:
+        pair = host.data.place.peer is not None
         refuse(
             [
-                f"its peer {peer.name} did not connect, so the QSFP path between them "
+                f"its peer {absent[0]} did not connect, so the QSFP path between them "
                 "cannot be proven"
+                if pair
+                else f"{', '.join(absent)} did not connect, so the QSFP path to "
+                f"{'it' if len(absent) == 1 else 'them'} cannot be proven"
             ],
-            fix="Run again when both answer.",
+            fix="Run again when both answer." if pair else "Run again when all answer.",
             lead=f"{host.name}: the QSFP path is not proven",
         )
-    prove_first = changes_planned(host) or (peer is not None and changes_planned(peer))
+    prove_first = changes_planned(host) or any(changes_planned(other) for other in others)
     if not prove_first:
         prove_at_planning()
     engine_environment(name=f"Write {NCCL_ENV} from what the proof found", prove_first=prove_first)
