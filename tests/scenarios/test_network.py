@@ -151,20 +151,24 @@ class TestQsfpPair:
         assert env(scenario.twins["net-a"])["SPARK_NODE_RANK"] == "0"
         assert env(scenario.twins["net-b"])["SPARK_NODE_RANK"] == "1"
 
-    def test_netplan_claim_is_reported(self, scenario):
+    def test_the_playbooks_netplan_file_is_taken_over(self, scenario):
         a = scenario.twins["net-a"]
         a.exec(
             "mkdir -p /etc/netplan && printf 'network:\\n  version: 2\\n  renderer: networkd\\n"
             "  ethernets:\\n    enp1s0f0np0:\\n      mtu: 9000\\n' > /etc/netplan/40-cx7.yaml"
         )
         run = scenario.deploy()
-        assert_idempotent(run)
+        assert run.returncode == 0, run.explain()
         assert (
-            "[net-a] NETPLAN: /etc/netplan/40-cx7.yaml mentions enp1s0f0np0: netplan with "
-            "the networkd renderer does nothing for it" in run.stderr
-        )
+            "[net-a] NETPLAN: moved /etc/netplan/40-cx7.yaml, which configured enp1s0f0np0 "
+            "through netplan, to /var/lib/spark-deploy/netplan-backup/40-cx7.yaml." in run.stderr
+        ), run.explain()
         assert "[net-b] NETPLAN" not in run.stderr
-        a.exec("rm /etc/netplan/40-cx7.yaml")
+        assert a.exec("test -e /etc/netplan/40-cx7.yaml", check=False).returncode != 0
+        backup = a.exec("cat /var/lib/spark-deploy/netplan-backup/40-cx7.yaml.*").stdout
+        assert "renderer: networkd" in backup
+        assert_idempotent(scenario.deploy())
+        a.exec("rm -rf /var/lib/spark-deploy/netplan-backup")
 
     def test_moved_gid_index_is_refused_with_the_table(self, scenario):
         b = scenario.twins["net-b"]

@@ -251,3 +251,22 @@ def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path)
         job.wait_for_head(spec, job.Status("copy-x", "c"), "/model", want="o/m@main")
     assert str(caught.value).startswith("the head (127.0.0.1) did not have")
     assert "within 0 s" in str(caught.value) and "Connection refused" in str(caught.value)
+
+
+def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: ModuleType, head):
+    import http.client
+
+    assert job.allowed({"allow": "192.168.100.2"}) == {"192.168.100.2"}  # an older spec
+    assert job.allowed({"allow": ["192.168.100.2", "192.168.100.3"]}) == {
+        "192.168.100.2",
+        "192.168.100.3",
+    }
+    _, port, _ = head
+    stranger = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0)
+    )
+    stranger.request("GET", "/model?want=o/m@main")
+    answer = stranger.getresponse()
+    assert answer.status == 403
+    assert json.loads(answer.read()) == {"error": "only the other Sparks of this deploy may copy"}
+    stranger.close()

@@ -406,7 +406,7 @@ def test_the_head_fetches_and_serves_what_the_other_lacks_on_its_fabric_address(
         "kind": "serve",
         "label": "copies for the other Spark (192.168.100.2)",
         "bind": "192.168.100.1",
-        "allow": "192.168.100.2",
+        "allow": ["192.168.100.2"],
         "port": fetch.PAIR_COPY_PORT,
         "models": {
             f"{REPOS['model_repo']}@main": MODEL,
@@ -461,3 +461,70 @@ def test_a_copy_stops_waiting_when_the_head_failed():
         pytest.raises(OperationError, match="spark-1, which fetches what this Spark copies"),
     ):
         fetch._fetch(mock.Mock(failed_hosts={head}), spark_, [job], 600, [], "spark-1")
+
+
+# --- three Sparks through a switch: fetched once by the head, copied over rail 1 ----------
+
+
+def switch_with(*states: dict):
+    """Three Sparks on a switch (rail N of each in one subnet), their host states."""
+    from tests.twins import harness
+    from tests.unit.operations import sparks
+
+    hosts = sparks(
+        **{
+            f"spark-{node}": {
+                "qsfp": harness.qsfp_plan(node),
+                **REPOS,
+                "engine": {"name": "sglang"},
+            }
+            for node in (1, 2, 3)
+        }
+    )
+    for node, state in enumerate(states, start=1):
+        given(hosts[f"spark-{node}"], SparkHostState, host_state(**state))
+    return hosts
+
+
+def test_the_head_serves_every_other_spark_on_rail_1():
+    hosts = switch_with(FRESH, FRESH, FRESH)
+    link = fetch.copy_link(hosts["spark-3"].data.place)
+    assert link == fetch.CopyLink(
+        "spark-1", "192.168.100.1", ("192.168.100.2", "192.168.100.3"), ("spark-2", "spark-3")
+    )
+    arguments = planned_for(hosts, "spark-1")
+    assert [job.kind for job in arguments["jobs"]] == ["image", "model", "model"]
+    [server] = arguments["serving"]
+    assert server.spec["bind"] == "192.168.100.1"
+    assert server.spec["allow"] == ["192.168.100.2", "192.168.100.3"]
+    assert server.label == "copies for the other Sparks (192.168.100.2, 192.168.100.3)"
+    assert server.spec["images"] == [IMAGE] and len(server.spec["models"]) == 2
+
+
+def test_every_other_spark_copies_from_the_head():
+    hosts = switch_with(FRESH, FRESH, FRESH)
+    for name in ("spark-2", "spark-3"):
+        arguments = planned_for(hosts, name)
+        assert arguments["head"] == "spark-1"
+        copies = arguments["jobs"]
+        assert [job.kind for job in copies] == ["copy-image", "copy-model", "copy-model"]
+        assert {job.spec["source"] for job in copies} == {"192.168.100.1"}
+        assert "serving" not in arguments
+
+
+def test_the_head_serves_what_any_other_spark_lacks_and_nothing_when_none_does():
+    reading = {"id": "sha256:ab", "engine": "sglang", "flags": []}
+    has_all = {"models": complete(MODEL, DRAFT), "image_id": "sha256:ab", "image_reading": reading}
+    assert planned_for(switch_with(FRESH, has_all, has_all), "spark-1")["serving"] == []
+    has_model = {**has_all, "models": complete(MODEL)}
+    [server] = planned_for(switch_with(FRESH, has_all, has_model), "spark-1")["serving"]
+    assert list(server.spec["models"]) == [f"{REPOS['draft_model_repo']}@main"]
+    assert server.spec["images"] == []
+
+
+def test_a_spark_alone_or_without_rails_copies_nothing():
+    assert fetch.copy_link(spark().data.place) is None
+    from tests.unit.operations import sparks
+
+    unlinked = sparks(**{f"spark-{node}": {} for node in (1, 2, 3)})
+    assert fetch.copy_link(unlinked["spark-2"].data.place) is None

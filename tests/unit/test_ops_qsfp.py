@@ -16,11 +16,12 @@ from pyinfra.api import Host, OperationError
 from sparkdeploy.config.paths import NCCL_ENV
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
 from sparkdeploy.deploys.qsfp.network import nm_profile
-from sparkdeploy.deploys.qsfp.proof import PROVEN, engine_environment, prove_now
-from sparkdeploy.facts.network import Network, QsfpNetwork
+from sparkdeploy.deploys.qsfp.proof import PROVEN, engine_environment, proof, prove_now
+from sparkdeploy.facts.network import Network, Ping, QsfpNetwork, fact_arguments, pinged
 from sparkdeploy.facts.roce import Gid, check_gids
 from sparkdeploy.facts.store import run_store
-from tests.unit.operations import NETWORK, Outcome, given, pair, run, spark
+from tests.twins import harness
+from tests.unit.operations import NETWORK, Outcome, given, pair, run, spark, sparks
 
 # --- nm_profile ------------------------------------------------------------------------
 
@@ -184,3 +185,106 @@ def test_a_path_outside_the_registry_is_refused():
         run(engine_environment, host, path="/etc/spark-deploy/other.env")
     with pytest.raises(OperationError, match="not in the managed-file registry"):
         run(engine_environment, spark())  # no qsfp: not its file
+
+
+# --- three Sparks through a switch --------------------------------------------------------
+
+
+def switch(mode: str = "head", count: int = 3) -> dict[str, Host]:
+    """``count`` Sparks on a switch, rail N of each in 192.168.(100 + N - 1).0/24."""
+    return sparks(
+        **{
+            f"spark-{node}": {"qsfp": harness.qsfp_plan(node), "qsfp_proof": mode}
+            for node in range(1, count + 1)
+        }
+    )
+
+
+def ping_lines(host: Host) -> list[str]:
+    """The ping commands of the host's network fact, as they run."""
+    command = QsfpNetwork().command(**fact_arguments(host))
+    return [line for line in command.splitlines() if line.startswith("o=$(ping")]
+
+
+def ping(interface: str, address: str) -> str:
+    return f"o=$(ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I {interface} {address} 2>&1)"
+
+
+RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
+
+
+def test_through_a_switch_each_spark_pings_the_head_on_every_rail():
+    hosts = switch("head")
+    for name in ("spark-2", "spark-3"):
+        assert ping_lines(hosts[name]) == [
+            ping(RAILS[0], "192.168.100.1"),
+            ping(RAILS[1], "192.168.101.1"),
+        ]
+        assert [other.name for other in pinged(hosts[name])] == ["spark-1"]
+    assert ping_lines(hosts["spark-1"]) == [  # the head proves its side to each
+        ping(RAILS[0], "192.168.100.2"),
+        ping(RAILS[0], "192.168.100.3"),
+        ping(RAILS[1], "192.168.101.2"),
+        ping(RAILS[1], "192.168.101.3"),
+    ]
+
+
+def test_all_mode_pings_every_other_spark_on_every_rail():
+    hosts = switch("all")
+    assert ping_lines(hosts["spark-3"]) == [
+        ping(RAILS[0], "192.168.100.1"),
+        ping(RAILS[0], "192.168.100.2"),
+        ping(RAILS[1], "192.168.101.1"),
+        ping(RAILS[1], "192.168.101.2"),
+    ]
+    assert [other.name for other in pinged(hosts["spark-2"])] == ["spark-1", "spark-3"]
+    assert ping_lines(pair()["spark-2"]) == [  # a pair: the peer, as ever
+        ping(RAILS[0], "192.168.100.1"),
+        ping(RAILS[1], "192.168.101.1"),
+    ]
+
+
+def answers(host: Host, failing: tuple[str, str] | None = None) -> Network:
+    """The network of ``host`` after its pings, all answered but ``failing``."""
+    pings = {}
+    for interface, address, _ in fact_arguments(host)["pings"]:
+        ok = (interface, address) != failing
+        detail = "2 packets transmitted, 2 received" if ok else "2 packets transmitted, 0 received"
+        pings[(interface, address)] = Ping(interface, ok, detail, address)
+    return replace(NETWORK, pings=pings)
+
+
+def test_a_switch_path_that_drops_jumbo_frames_names_both_ends_and_the_switch():
+    hosts = switch("all")
+    three = hosts["spark-3"]
+    spark_3 = three.data.spark
+    _, problems = proof(spark_3, three.data.place, answers(three), {})
+    assert not any("got no reply" in problem for problem in problems)  # (the GIDs are .1's)
+    _, problems = proof(
+        spark_3,
+        three.data.place,
+        answers(three, failing=(RAILS[0], "192.168.100.2")),
+        {"spark-2": {RAILS[0]: 1500}},
+    )
+    assert (
+        "rail 1: spark-3 enp1s0f0np0 192.168.100.3 (MTU 9000) got no reply from spark-2 "
+        "enp1s0f0np0 192.168.100.2 (MTU 1500) to a 8972-byte don't-fragment ping "
+        "(2 packets transmitted, 0 received); through a switch, the switch ports' MTU must "
+        "allow jumbo frames too"
+    ) in problems
+    _, head_mode = proof(
+        spark_3.model_copy(update={"qsfp_proof": "head"}),
+        three.data.place,
+        answers(three, failing=(RAILS[0], "192.168.100.2")),
+        {},
+    )
+    assert not any("got no reply" in problem for problem in head_mode)  # not a head path
+
+
+def test_the_engine_environment_of_a_switch_has_no_peer_and_counts_every_node():
+    hosts = switch()
+    content = proven(hosts["spark-3"])
+    assert "SPARK_PEER_ADDR" not in content
+    assert "SPARK_NODE_ADDR=192.168.100.3\n" in content
+    assert "SPARK_HEAD_ADDR=192.168.100.1\n" in content
+    assert "SPARK_NODE_RANK=2\nSPARK_NNODES=3\n" in content
