@@ -83,7 +83,8 @@ def scenario(request, tmp_path_factory):
 @pytest.fixture(scope="module")
 def switch_trio(tmp_path_factory):
     """spark-a, spark-b and spark-c on a QSFP switch (SWITCH_TRIO's inventory keys), shared
-    by the tests of a module and destroyed, switch included, after its last one."""
+    by the tests of a module and destroyed, switch included, after its last one. Twins are
+    named per namespace, so a module using it names no spark-a/b/c in a `scenario` class."""
     inventory = tmp_path_factory.mktemp("switch-trio") / "inventory.yml"
     with made_scenario(SWITCH_TRIO, {}, "switch", inventory) as made:
         yield made
