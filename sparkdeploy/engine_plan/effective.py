@@ -95,10 +95,10 @@ def _layout_flags(settings: EngineSettings) -> dict[str, str]:
 def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[str]]:
     """
     The tensor and pipeline parallel sizes on ``nodes`` Sparks, and the problems with the
-    ones engine.args give. Neither given: tensor parallel across every Spark (tp = nodes,
-    pp = 1). Given (`-tp 1 -pp 3`, `--tensor-parallel-size 4`, SGLang's `--tp 4`), a size
-    left out is the engine's default, 1, and tp x pp must be the number of Sparks: a Spark
-    has one GPU.
+    ones engine.args give (`-tp 1 -pp 3`, `--tensor-parallel-size 4`, SGLang's `--tp 4`).
+    Pipeline parallel left out is 1; tensor parallel left out takes the Sparks the pipeline
+    leaves (nodes / pp: every Spark when neither is given). A Spark has one GPU, so tp x pp
+    must be the number of Sparks.
     """
     catalogue = load_catalogue(settings.name, settings.version)
     carriers = _layout_flags(settings)
@@ -110,29 +110,28 @@ def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[
         for name, canonical in carriers.items():
             if reading.flag == canonical:
                 given[name] = (flag, value)
-    if not given:
-        return Layout(tp=nodes, pp=1), []
     sizes: dict[str, int] = {}
     for name, (_, value) in given.items():
         try:
-            sizes[name] = int(value)
+            sizes[name] = max(int(value), 1)
         except (TypeError, ValueError):
             return Layout(tp=nodes, pp=1), []  # check_flags names the value
-    layout = Layout(tp=sizes.get("tp", 1), pp=sizes.get("pp", 1))
-    if layout.tp * layout.pp == nodes:
+    pp = sizes.get("pp", 1)
+    tp = sizes.get("tp", nodes // pp if nodes % pp == 0 else nodes)
+    layout = Layout(tp=tp, pp=pp)
+    if tp * pp == nodes:
         return layout, []
     said = " ".join(f"{flag} {value}" for flag, value in given.values())
-    gpus = layout.tp * layout.pp
     if nodes == 1:
         return layout, [
-            f"{said}: {gpus} GPUs, but one Spark has one GPU; leave it out (or write 1), or "
+            f"{said}: {tp * pp} GPUs, but one Spark has one GPU; leave it out (or write 1), or "
             "list the other Sparks with their QSFP rails to serve the model across them"
         ]
     return layout, [
-        f"{said}: tensor x pipeline parallel {layout.tp} x {layout.pp} = {gpus} GPUs, but "
-        f"{nodes} Sparks serve this model with one GPU each; make the product {nodes} (for "
-        f"example tensor parallel {nodes}, or tensor parallel 1 and pipeline parallel "
-        f"{nodes}), or leave both out for tensor parallel across every Spark"
+        f"{said}: tensor x pipeline parallel {tp} x {pp} = {tp * pp} GPUs, but {nodes} "
+        f"Sparks serve this model with one GPU each; make the product {nodes} (for example "
+        f"tensor parallel {nodes}, or tensor parallel 1 and pipeline parallel {nodes}), or "
+        "leave both out for tensor parallel across every Spark"
     ]
 
 
