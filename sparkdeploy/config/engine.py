@@ -264,7 +264,7 @@ class EngineSettings(BaseModel):
         description="Shell scripts on this laptop (paths as for `files`) that patch the engine "
         'inside the container before the server starts (the field\'s "mods"). They run in '
         "order with `sh` in a fresh container at every start, so each sees the image as "
-        "shipped; one that fails stops the start. Not yet on a vLLM Ray pair.",
+        "shipped; one that fails stops the start. Not yet with Ray across Sparks.",
     )
 
     accept: dict[str, str] = Field(

@@ -18,14 +18,20 @@ from typing import Any
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge.flags import Catalogue, check_flags, json_object, load_catalogue
 from sparkdeploy.knowledge.profiles import (
+    LAYOUT,
     PLACED,
     PLACEHOLDER,
     managed_placeholders,
+    multinode_section,
     placeholder_meanings,
     profile,
     scoped,
     spellings,
 )
+
+# One model across at most this many Sparks (the issue's bound: the clusters operators
+# publish run on 2 to 8 Sparks, tests/recipes/README.md).
+MAX_NODES = 8
 
 
 class EngineConfigError(ValueError):
@@ -38,9 +44,9 @@ class EngineConfigError(ValueError):
 
 @dataclass(frozen=True)
 class MultiNode:
-    """This Spark's place in a pair serving one model across the QSFP link."""
+    """This Spark's place among the Sparks serving one model across the QSFP fabric."""
 
-    nodes: int  # Sparks in the pair
+    nodes: int  # Sparks serving the model
     rank: int  # 0 on the head Spark
     head: str  # the head Spark's address on the QSFP link
     interface: str  # the QSFP interface name (GLOO/NCCL_SOCKET_IFNAME)
@@ -50,6 +56,99 @@ class MultiNode:
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:
             raise ValueError(f"rank {self.rank} is not in 0..{self.nodes - 1}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the model is split across the Sparks' GPUs (one per Spark)."""
+
+    tp: int  # tensor parallel size
+    pp: int  # pipeline parallel size
+
+
+def chooses_ray(settings: EngineSettings) -> bool:
+    """Whether engine.args choose Ray to run the engine across Sparks
+    (``--distributed-executor-backend: ray`` in any spelling the release reads)."""
+    catalogue = load_catalogue(settings.name, settings.version)
+    for flag, value in settings.args.items():
+        reading = catalogue.read(flag)
+        if reading is not None and reading.flag == "--distributed-executor-backend":
+            return str(value) == "ray"
+    return False
+
+
+def multinode_profile(settings: EngineSettings) -> dict[str, Any]:
+    """The multi-node section these settings run with: the engine's own launcher, or Ray
+    when engine.args choose it and the profile has a Ray section (vLLM)."""
+    return multinode_section(settings.name, chooses_ray(settings))
+
+
+def _layout_flags(settings: EngineSettings) -> dict[str, str]:
+    """Placeholder (tp, pp) -> the canonical flag that carries it in this release."""
+    return {
+        name: flag
+        for flag, name in managed_placeholders(settings.name, settings.version).items()
+        if name in LAYOUT and "." not in flag
+    }
+
+
+def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[str]]:
+    """
+    The tensor and pipeline parallel sizes on ``nodes`` Sparks, and the problems with the
+    ones engine.args give (`-tp 1 -pp 3`, `--tensor-parallel-size 4`, SGLang's `--tp 4`).
+    Pipeline parallel left out is 1; tensor parallel left out takes the Sparks the pipeline
+    leaves (nodes / pp: every Spark when neither is given). A Spark has one GPU, so tp x pp
+    must be the number of Sparks.
+    """
+    catalogue = load_catalogue(settings.name, settings.version)
+    carriers = _layout_flags(settings)
+    given: dict[str, tuple[str, Any]] = {}
+    for flag, value in settings.args.items():
+        reading = catalogue.read(flag)
+        if reading is None or reading.path or value is None:
+            continue
+        for name, canonical in carriers.items():
+            if reading.flag == canonical:
+                given[name] = (flag, value)
+    sizes: dict[str, int] = {}
+    for name, (_, value) in given.items():
+        try:
+            sizes[name] = max(int(value), 1)
+        except (TypeError, ValueError):
+            return Layout(tp=nodes, pp=1), []  # check_flags names the value
+    pp = sizes.get("pp", 1)
+    tp = sizes.get("tp", nodes // pp if nodes % pp == 0 else nodes)
+    layout = Layout(tp=tp, pp=pp)
+    if tp * pp == nodes:
+        return layout, []
+    said = " ".join(f"{flag} {value}" for flag, value in given.values())
+    if nodes == 1:
+        return layout, [
+            f"{said}: {tp * pp} GPUs, but one Spark has one GPU; leave it out (or write 1), or "
+            "list the other Sparks with their QSFP rails to serve the model across them"
+        ]
+    return layout, [
+        f"{said}: tensor x pipeline parallel {tp} x {pp} = {tp * pp} GPUs, but {nodes} "
+        f"Sparks serve this model with one GPU each; make the product {nodes} (for example "
+        f"tensor parallel {nodes}, or tensor parallel 1 and pipeline parallel {nodes}), or "
+        "leave both out for tensor parallel across every Spark"
+    ]
+
+
+def _worker_problems(settings: EngineSettings, catalogue: Catalogue) -> list[str]:
+    """Flags of the profile's worker_args (vLLM's --headless) in engine.args: the deploy
+    gives them to the Sparks after the head only, which serve no API."""
+    section = multinode_profile(settings)
+    workers = {catalogue.canonical(flag) for flag in section["worker_args"]}
+    problems = []
+    for flag in settings.args:
+        reading = catalogue.read(flag)
+        if reading is not None and reading.flag in workers:
+            problems.append(
+                f"{flag}: set by the deploy on every Spark but the head (rank 0), which serves "
+                "the API; leave it out"
+            )
+    return problems
 
 
 def _render(value: Any, values: Mapping[str, Any]) -> Any:
@@ -92,7 +191,6 @@ def _placeholders(
     draft_folder: str | None,
     multinode: MultiNode | None,
 ) -> dict[str, Any]:
-    engine = profile(settings.name)
     values: dict[str, Any] = {
         "model": model_folder,
         "draft": draft_folder,
@@ -103,12 +201,15 @@ def _placeholders(
         "context_length": settings.context_length,  # unset: the engine's own default
     }
     if multinode is not None:
+        layout, _ = parallel_layout(settings, multinode.nodes)
         values |= {
             "nodes": multinode.nodes,
             "rank": multinode.rank,
             "head": multinode.head,
-            "dist_port": multinode.port or engine["multinode"]["port"],
+            "dist_port": multinode.port or multinode_profile(settings)["port"],
             "interface": multinode.interface,
+            "tp": layout.tp,
+            "pp": layout.pp if layout.pp > 1 else None,  # 1, the engine's default: left out
         }
     return values
 
@@ -181,6 +282,8 @@ def effective_args(
         )
     values = _placeholders(settings, model_folder, draft_folder, multinode)
     problems += _placed_problems(settings, catalogue, values, multinode)
+    problems += parallel_layout(settings, multinode.nodes if multinode else 1)[1]
+    problems += _worker_problems(settings, catalogue)
 
     layers: list[Mapping[str, Any]] = [
         scoped(engine["managed"], version, model),
@@ -193,9 +296,10 @@ def effective_args(
     if settings.alerts:
         layers.append(scoped(engine["metrics"]["args"], version, model))
     if multinode is not None:
-        layers.append(scoped(engine["multinode"]["args"], version, model))
+        section = multinode_profile(settings)
+        layers.append(scoped(section["args"], version, model))
         if multinode.rank > 0:
-            layers.append(scoped(engine["multinode"]["worker_args"], version, model))
+            layers.append(scoped(section["worker_args"], version, model))
     args: dict[str, Any] = {}
     for layer in layers:
         for flag, value in layer.items():
@@ -248,8 +352,8 @@ def _placed_problems(
             found += [(f"{reading.flag}.{key}", item) for key, item in given.items()]
         for key, value in found:
             name = placed.get(key)
-            if name is None or _agrees(name, value, values, multinode):
-                continue
+            if name is None or name in LAYOUT or _agrees(name, value, values, multinode):
+                continue  # the layout is checked on its own (parallel_layout)
             where = key if key == reading.key else f"{flag} key {key.split('.', 1)[1]!r}"
             if name == "draft":
                 problems.append(
@@ -259,8 +363,8 @@ def _placed_problems(
                 )
             elif multinode is None:
                 problems.append(
-                    f"{where}: set by the deploy from {meaning[name]} on a pair of Sparks; one "
-                    f"Spark has one GPU, so leave it out (or write what one Spark means)"
+                    f"{where}: set by the deploy from {meaning[name]} on Sparks serving one "
+                    "model together; leave it out on one Spark (or write what one Spark means)"
                 )
             else:
                 problems.append(

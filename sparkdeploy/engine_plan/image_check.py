@@ -81,7 +81,8 @@ def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], 
                 )
     if any(service.role.startswith("ray-") for service in plan.services) and not reading.ray:
         problems.append(
-            f"{where} has no `ray` program, which this pair's Ray units run: choose an image "
-            "with Ray, or an engine mode without it"
+            f"{where} has no `ray` program, which the Ray units engine.args ask for "
+            "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
+            "multi-node mode, which needs no Ray, or choose an image with Ray"
         )
     return problems, warnings

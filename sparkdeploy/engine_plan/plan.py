@@ -18,8 +18,10 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
 from sparkdeploy.engine_plan.effective import (
+    MAX_NODES,
     EngineConfigError,
     MultiNode,
+    chooses_ray,
     effective_args,
     effective_env,
     speculative_on,
@@ -29,7 +31,7 @@ from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
 from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.images import describe_image, server_command
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
-from sparkdeploy.knowledge.profiles import profile
+from sparkdeploy.knowledge.profiles import multinode_section
 
 # Run every mod (in name order, each with sh, any failure stops the start), then the server
 # in the shell's place, so signals reach it.
@@ -99,7 +101,7 @@ class EngineService:
     unit: str  # systemd unit file name
     container: str  # the container it runs, or runs in
     command: tuple[str, ...]  # after the image (docker run), or in the container (docker exec)
-    role: str = "server"  # server, ray-head or ray-worker (engine.description names each)
+    role: str = "server"  # server, ray-head or ray-worker (units.description names each)
     entrypoint: str = ""  # replaces the image's entrypoint (docker run --entrypoint)
     part_of: str = ""  # the unit whose container it runs in
     wait: tuple[str, ...] = ()  # spark-ray-wait's arguments: what must be up before it starts
@@ -148,7 +150,7 @@ class EnginePlan:
 
     @property
     def serves_api(self) -> bool:
-        """Only the head of a pair answers the OpenAI API."""
+        """Only the head (rank 0) of Sparks serving one model answers the OpenAI API."""
         return self.main.serves_api
 
     @property
@@ -169,17 +171,19 @@ def services(
     multinode: MultiNode | None,
     launch: Launch | None = None,
     mods: bool = False,
+    ray: bool = False,
 ) -> tuple[EngineService, ...]:
     """
-    The units of an engine on one Spark. Alone, or in a pair where every Spark runs the
-    server with its rank (SGLang): one. In a Ray pair (vLLM): on the head a Ray head unit
-    and the server in its container, which waits for every Spark's GPU in the cluster; on
-    the other Spark a Ray worker unit, which waits for the head's Ray port. ``flags`` are
-    the server's flags; ``launch`` says how they start the server (default: the image's
-    entrypoint runs it).
+    The units of an engine on one Spark. Alone, or among Sparks where every one runs the
+    server with its rank (SGLang, and vLLM's own multi-node mode, where the Sparks after the
+    head run it headless): one, which serves the API on rank 0 only. With Ray (vLLM, when
+    ``ray``: engine.args choose it): on the head a Ray head unit and the server in its
+    container, which waits for every Spark's GPU in the cluster; on every other Spark a Ray
+    worker unit, which waits for the head's Ray port. ``flags`` are the server's flags;
+    ``launch`` says how they start the server (default: the image's entrypoint runs it).
     """
     launch = launch or Launch("entrypoint", server_command(engine))
-    pair = profile(engine)["multinode"]
+    pair = multinode_section(engine, ray)
     if multinode is None or pair["launcher"] != "ray":
         serves_api = multinode is None or multinode.rank == 0
         entrypoint, command = launch.after_mods(flags) if mods else ("", launch.run(flags))
@@ -290,11 +294,16 @@ def plan_engine(
     if mods:
         extra.append((posixpath.dirname(shipped_path(name, "mod", "x")), MODS_MOUNT))
     errors += _mount_problems(extra, folders)
-    if mods and multinode is not None and profile(settings.name)["multinode"]["launcher"] == "ray":
+    ray = chooses_ray(settings)
+    if (
+        mods
+        and multinode is not None
+        and multinode_section(settings.name, ray)["launcher"] == "ray"
+    ):
         errors.append(
-            "engine.mods: not yet on a vLLM Ray pair (the mods would have to run in both "
-            "Ray containers before Ray starts); run them on one Spark, or bake them into the "
-            "image"
+            "engine.mods: not yet with Ray across Sparks (the mods would have to run in every "
+            "Ray container before Ray starts); drop --distributed-executor-backend ray to run "
+            "vLLM's own multi-node mode, which runs them, or bake them into the image"
         )
     warnings += [
         warning
@@ -315,7 +324,7 @@ def plan_engine(
         engine=settings.name,
         image=settings.image,
         name=name,
-        services=services(settings.name, name, flags, multinode, launch, mods),
+        services=services(settings.name, name, flags, multinode, launch, mods, ray),
         env=tuple(sorted(env.items())),
         mounts=folders,
         extra_mounts=tuple(extra),
@@ -351,11 +360,12 @@ def plan_sparks(
     shipped: Mapping[str, tuple[Shipped, ...]] | None = None,
 ) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
     """
-    Plan the engine of every Spark that has one. Two Sparks with the same engine, cabled
-    to each other, serve one model as a pair: the topology's head is rank 0, reached over
-    its first rail. ``models`` holds each Spark's model class where it was read, ``shipped``
-    its engine.files and engine.mods. Returns
-    the plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
+    Plan the engine of every Spark that has one. Two to eight Sparks with the same engine,
+    all on the QSFP fabric (``Place.linked``), serve one model together: ranks follow the
+    inventory, the topology's head is rank 0 and is reached on its first rail. Sparks with
+    an engine but no fabric each serve on their own. ``models`` holds each Spark's model
+    class where it was read, ``shipped`` its engine.files and engine.mods. Returns the
+    plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
     """
     plans: dict[str, EnginePlan] = {}
     problems: list[str] = []
@@ -363,16 +373,10 @@ def plan_sparks(
     engines: dict[str, tuple[SparkSettings, EngineSettings]] = {
         name: (spark, spark.engine) for name, spark in sparks.items() if spark.engine is not None
     }
-    pair = len(engines) == 2 and all(topology[name].paired for name in engines)
-    names = list(engines)
-    if pair:
-        first, second = (engines[name][1] for name in names)
-        if (first.name, first.image, first.version) != (second.name, second.image, second.version):
-            problems.append(
-                f"host '{names[1]}', key 'engine': a pair serves one model with one engine; "
-                f"{names[0]} runs {first.name} {first.image}, {names[1]} runs "
-                f"{second.name} {second.image}. Give both the same engine (under defaults:)"
-            )
+    together = len(engines) > 1 and all(topology[name].linked for name in engines)
+    if together:
+        problems = _cluster_problems(sparks, engines)
+        if problems:
             return plans, problems, warnings
     for name, (spark, engine) in engines.items():
         place = topology[name]
@@ -384,7 +388,7 @@ def plan_sparks(
                 interface=place.rails[0].interface,
                 address=place.rails[0].ip,
             )
-            if pair
+            if together
             else None
         )
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None
@@ -399,3 +403,55 @@ def plan_sparks(
             found = error.warnings
         warnings += [f"host '{name}', key 'engine': {warning}" for warning in found]
     return plans, problems, warnings
+
+
+# What the Sparks serving one model must share: the engine and the model, key by key.
+SHARED_KEYS = ("model_repo", "model_revision", "model_base_repo", "draft_model_repo")
+
+
+def _cluster_problems(
+    sparks: dict[str, SparkSettings], engines: dict[str, tuple[SparkSettings, EngineSettings]]
+) -> list[str]:
+    """
+    Why Sparks on the fabric with engines cannot serve one model together: more than
+    ``MAX_NODES``; a Spark of the inventory without the engine (the ranks follow the
+    inventory, so every Spark is a rank, the first the head); engines or models that differ
+    (every rank loads the same model with the same engine and flags).
+    """
+    names = list(engines)
+    bare = [name for name in sparks if name not in engines]
+    if bare:
+        return [
+            f"host '{name}', key 'engine': not set, but {', '.join(names)} on the same QSFP "
+            "fabric have one; Sparks on the fabric serve one model together with every Spark "
+            "of the inventory as a rank (the first is the head). Give it the same engine "
+            "(under defaults:), or keep engine: on one Spark only to serve there alone"
+            for name in bare
+        ]
+    if len(names) > MAX_NODES:
+        return [
+            f"host '{names[MAX_NODES]}', key 'engine': {len(names)} Sparks with an engine on "
+            f"the fabric; one model is served across {MAX_NODES} Sparks at most. List "
+            f"{MAX_NODES} or fewer Sparks in this inventory"
+        ]
+    first, (spark, engine) = names[0], engines[names[0]]
+    problems = []
+    for name in names[1:]:
+        other_spark, other = engines[name]
+        if (engine.name, engine.image, engine.version) != (other.name, other.image, other.version):
+            problems.append(
+                f"host '{name}', key 'engine': Sparks on the fabric serve one model with one "
+                f"engine; {first} runs {engine.name} {engine.image}, {name} runs "
+                f"{other.name} {other.image}. Give all the same engine (under defaults:)"
+            )
+            continue
+        mine, theirs = engine.model_dump(), other.model_dump()
+        keys = [f"engine.{key}" for key in mine if mine[key] != theirs[key]]
+        keys += [key for key in SHARED_KEYS if getattr(spark, key) != getattr(other_spark, key)]
+        if keys:
+            problems.append(
+                f"host '{name}', key 'engine': Sparks on the fabric serve one model together, "
+                f"each rank with the same settings, but {', '.join(keys)} differ from "
+                f"{first}'s. Set them once under defaults: (or alike on every Spark)"
+            )
+    return problems

@@ -402,16 +402,22 @@ def _model_words(model: Mapping[str, Any], model_not: Mapping[str, Any]) -> str:
 
 
 def _nodes(args: Mapping[str, Any]) -> int:
-    """Sparks the engine spans: --nnodes, or tensor parallelism above one GPU (a Spark has
-    one, so vLLM's Ray executor spans the pair)."""
-    for flag in ("--nnodes", "--tensor-parallel-size"):
-        try:
-            count = int(args.get(flag) or 1)
-        except (TypeError, ValueError):
-            continue
-        if count > 1:
-            return count
-    return 1
+    """Sparks the engine spans: --nnodes, or the GPUs of its tensor x pipeline parallel
+    layout (a Spark has one, so vLLM's Ray executor spans that many Sparks)."""
+
+    def count(*flags: str) -> int:
+        for flag in flags:
+            try:
+                return max(int(args.get(flag) or 1), 1)
+            except (TypeError, ValueError):
+                continue
+        return 1
+
+    nodes = count("--nnodes")
+    if nodes > 1:
+        return nodes
+    tensor = count("--tensor-parallel-size", "--tp-size")
+    return tensor * count("--pipeline-parallel-size", "--pp-size")
 
 
 # -- conditions ------------------------------------------------------------------------------

@@ -63,11 +63,23 @@ def profile(engine: str) -> dict[str, Any]:
     return _profiles()[engine]
 
 
-# Placeholders whose value depends on where the Spark stands (alone or in a pair) or on the
-# draft model: an operator may write the same value the deploy would (a recipe's `-tp 1` on
-# one Spark, its `"model": "org/draft"` with draft_model_repo set to that repository); the
-# plan checks that it agrees (sparkdeploy/engine_plan/effective.py).
-PLACED = frozenset({"nodes", "rank", "head", "dist_port", "interface", "draft"})
+# Placeholders whose value depends on where the Spark stands (alone or among Sparks serving
+# one model) or on the draft model: an operator may write the same value the deploy would (a
+# recipe's `-tp 1` on one Spark, its `"model": "org/draft"` with draft_model_repo set to that
+# repository); the plan checks that it agrees (sparkdeploy/engine_plan/effective.py).
+PLACED = frozenset({"nodes", "rank", "head", "dist_port", "interface", "draft", "tp", "pp"})
+# The parallel layout: the operator may choose it in engine.args (`-tp 1 -pp 3`); the plan
+# checks that tensor x pipeline parallel size is the number of Sparks (one GPU each).
+LAYOUT = frozenset({"tp", "pp"})
+
+
+def multinode_section(engine: str, ray: bool = False) -> dict[str, Any]:
+    """The profile's multi-node section: its own launcher (``native``: every Spark runs the
+    server with its rank), or with ``ray`` its ``ray`` section's launcher, port, args and
+    worker_args (the environment stays the section's)."""
+    section = profile(engine)["multinode"]
+    chosen = section.get("ray") if ray else None
+    return {**section, **chosen} if chosen else dict(section)
 
 
 def managed_placeholders(engine: str, version: str) -> dict[str, str]:
@@ -81,11 +93,15 @@ def managed_placeholders(engine: str, version: str) -> dict[str, str]:
     """
     catalogue = load_catalogue(engine, version)
     engine_profile = profile(engine)
+    multinode = engine_profile["multinode"]
+    ray = multinode.get("ray") or {}
     sections = (
         engine_profile["managed"],
         engine_profile["speculative"]["args"],
-        engine_profile["multinode"]["args"],
-        engine_profile["multinode"]["worker_args"],
+        multinode["args"],
+        multinode["worker_args"],
+        ray.get("args") or {},
+        ray.get("worker_args") or {},
     )
     managed: dict[str, str] = {}
     for section in sections:

@@ -5,6 +5,8 @@ destroy. A scenario is a test class naming its twins; its steps are its tests, i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,26 +32,62 @@ class Scenario:
     def write_inventory(self) -> None:
         harness.write_inventory(list(self.twins.values()), self.inventory)
 
+    @property
+    def switch(self) -> harness.Switch | None:
+        """The QSFP switch the twins hang off, if they do."""
+        return next((t.switch for t in self.twins.values() if t.switch is not None), None)
 
-@pytest.fixture(scope="class")
-def scenario(request, tmp_path_factory):
-    """Create the twins the test class asks for (`twins = {name: {inventory keys}}`,
-    `prepare = {name: shell commands run as root after boot}`), destroy them when the class
-    is done."""
-    spec: dict[str, dict] = request.cls.twins
-    prepare: dict[str, str] = getattr(request.cls, "prepare", {})
-    twins = harness.up(tuple(spec), cable=len(spec) == 2)
+
+# Three Sparks on a QSFP switch: the demo pair's keys, spark-c like spark-b, and the rails of
+# Spark n on 192.168.{100+i}.n/24 (harness.host_data).
+SWITCH_TRIO = harness.host_data(harness.spark_names(3), "switch")
+
+
+@contextmanager
+def made_scenario(
+    spec: dict[str, dict],
+    prepare: dict[str, str],
+    fabric: harness.Fabric | None,
+    inventory: Path,
+) -> Iterator[Scenario]:
+    """Twins named and keyed by `spec`, wired by `fabric` (None: a pair gets its cable),
+    `prepare` run in them as root after boot; destroyed (with their switch) afterwards."""
+    twins = harness.up(tuple(spec), cable=len(spec) == 2, fabric=fabric)
     try:
         for twin in twins:
             twin.data = dict(spec[twin.name])
             if twin.name in prepare:
                 twin.exec(prepare[twin.name])
-        inventory = tmp_path_factory.mktemp(request.cls.__name__) / "inventory.yml"
         made = Scenario({t.name: t for t in twins}, inventory)
         made.write_inventory()
         yield made
     finally:
         harness.destroy(twins)
+
+
+@pytest.fixture(scope="class")
+def scenario(request, tmp_path_factory):
+    """Create the twins the test class asks for (`twins = {name: {inventory keys}}`,
+    `prepare = {name: shell commands run as root after boot}`, `fabric = "switch"` to hang
+    them off a QSFP switch instead of cabling a pair), destroy them when the class is done."""
+    inventory = tmp_path_factory.mktemp(request.cls.__name__) / "inventory.yml"
+    with made_scenario(
+        request.cls.twins,
+        getattr(request.cls, "prepare", {}),
+        getattr(request.cls, "fabric", None),
+        inventory,
+    ) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def switch_trio(tmp_path_factory):
+    """spark-a, spark-b and spark-c on a QSFP switch (SWITCH_TRIO's inventory keys), shared
+    by the tests of a module and destroyed, switch included, after its last one. Twins are
+    named per namespace, so a module using it names no spark-a/b/c in a `scenario` class."""
+    inventory = tmp_path_factory.mktemp("switch-trio") / "inventory.yml"
+    with made_scenario(SWITCH_TRIO, {}, "switch", inventory) as made:
+        yield made
 
 
 def assert_idempotent(run: DeployRun) -> None:

@@ -56,7 +56,7 @@ def fresh_pair() -> list[harness.Twin]:
 def replug_after_reboot(twins: list[harness.Twin]) -> None:
     """A twin's reboot is a new container network namespace: the cable went with it."""
     if any(harness.reboot_count(t) for t in twins):
-        harness.replug_cable(*twins)
+        harness.replug(twins)
         print("twins: a twin rebooted; QSFP cable plugged in again")
 
 

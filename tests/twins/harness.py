@@ -23,6 +23,12 @@ share, and replace, each other's twins). The namespace is in every container nam
 namespace's lock (/tmp/sparkdeploy-twin-ns-<namespace>.lock) until it exits: a second test
 session on the same namespace stops with an error instead of replacing the first one's twins.
 The cable's veth pairs are made inside the twins' network namespaces, never on the host.
+
+Three to eight twins hang off a QSFP switch instead (`up(names, fabric="switch")`,
+`python -m tests.twins up --switch 3`): a container of its own (`<namespace>-qsfp-switch`, no
+network but its own namespace) holding one Linux bridge per rail, with one veth pair per twin
+and rail between the twin (its end under the rail's ConnectX-7 name) and the switch (its end a
+port of that rail's bridge, MTU 9000 unless a scenario sets it lower with `set_port_mtu`).
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -69,8 +76,18 @@ RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
 TWIN_SYSFS = "/opt/spark-twin/sys"
 
 
+# A switch port's MTU unless a scenario sets it: jumbo frames, as the rails are configured.
+JUMBO_MTU = 9000
+# How the twins' QSFP rails are wired: a direct cable between two, or a switch for any number.
+Fabric = Literal["cable", "switch"]
+SWITCH_NAME = "qsfp-switch"  # the switch container's name within the namespace
+# The issue's cluster sizes: a switch takes three to eight Sparks (a pair may use one too).
+MAX_SPARKS = 8
+
+
 def qsfp_plan(node: int) -> list[dict]:
-    """The qsfp inventory entries of Spark `node` (1 or 2): one subnet per rail."""
+    """The qsfp inventory entries of Spark `node` (1 to 8): one subnet per rail, shared by
+    every Spark on that rail (a pair's cable or a switch's bridge), the host part `node`."""
     return [
         {"interface": rail, "address": f"192.168.{100 + i}.{node}/24"}
         for i, rail in enumerate(RAILS)
@@ -296,6 +313,7 @@ class Twin:
     pid: int = 0
     host_key: str = ""
     data: dict = field(default_factory=dict)
+    switch: Switch | None = None  # the QSFP switch the twin hangs off, if any
 
     def exec(self, command: str, check: bool = True, input: str | None = None):
         """Run a shell command inside the twin as root (the harness's back door)."""
@@ -511,6 +529,146 @@ def replug_cable(a: Twin, b: Twin) -> None:
         )
 
 
+# ---------------------------------------------------------------------------------------
+# The QSFP switch
+
+
+def bridge_name(rail: int) -> str:
+    """The switch's bridge of rail `rail` (from 0, as in RAILS)."""
+    return f"rail{rail + 1}"
+
+
+def switch_port(port: int, rail: int) -> str:
+    """The switch-side name of port `port` (from 1) on rail `rail` (from 0): p1r1, p3r2..."""
+    return f"p{port}r{rail + 1}"
+
+
+@dataclass
+class Switch:
+    """A QSFP switch: one bridge per rail in a container of its own. Port n of every rail
+    cables the n-th twin plugged in, at MTU `mtu[(n, rail)]` (JUMBO_MTU unless set)."""
+
+    container: str
+    pid: int = 0
+    ports: dict[str, int] = field(default_factory=dict)  # twin name -> port number, from 1
+    mtu: dict[tuple[int, int], int] = field(default_factory=dict)  # (port, rail) -> MTU
+
+    def ip(self, *args: str, check: bool = True):
+        """`ip ARGS` in the switch's network namespace."""
+        return run("nsenter", "-t", str(self.pid), "-n", "ip", *args, check=check)
+
+    def port_of(self, twin: Twin) -> int:
+        if twin.name not in self.ports:
+            raise HarnessError(f"{twin.name} is not plugged into {self.container}")
+        return self.ports[twin.name]
+
+    def port_mtu(self, port: int, rail: int) -> int:
+        return self.mtu.get((port, rail), JUMBO_MTU)
+
+
+def start_switch(image: str, name: str = SWITCH_NAME) -> Switch:
+    """Start the switch: a container of `image` that only sleeps, with no network of its own
+    (--network none: its namespace holds just its bridges and ports) and no published port,
+    labelled like the twins so that down() and destroy() remove it."""
+    container = container_name(name)
+    docker("rm", "-f", container, check=False)  # this namespace's own leftover, if any
+    docker(
+        "run",
+        "-d",
+        "--name",
+        container,
+        "--hostname",
+        name,
+        "--label",
+        f"{NAMESPACE_LABEL}={namespace()}",
+        "--label",
+        f"{CHECKOUT_LABEL}={ROOT}",
+        "--network",
+        "none",
+        "--cap-add",
+        "NET_ADMIN",
+        image,
+        "sleep",
+        "infinity",
+    )
+    switch = Switch(container=container, pid=container_pid(container))
+    for rail in range(len(RAILS)):
+        bridge = bridge_name(rail)
+        # forward_delay 0: without STP a port forwards as soon as it is up, as on a switch.
+        switch.ip("link", "add", bridge, "type", "bridge", "forward_delay", "0")
+        switch.ip("link", "set", bridge, "mtu", str(JUMBO_MTU), "up")
+    return switch
+
+
+def plug(switch: Switch, twin: Twin) -> None:
+    """Cable every QSFP rail of `twin` to the switch: one veth pair per rail, made inside the
+    twin's network namespace under the rail's ConnectX-7 name (as link_cable does), its other
+    end in the switch's namespace as a port of the rail's bridge. A twin plugged in again
+    keeps its port number and its ports' MTUs."""
+    port = switch.ports.setdefault(twin.name, len(switch.ports) + 1)
+    twin.switch = switch
+    for rail, ifname in enumerate(RAILS):
+        end = switch_port(port, rail)
+        run(
+            "nsenter",
+            "-t",
+            str(twin.pid),
+            "-n",
+            "ip",
+            "link",
+            "add",
+            ifname,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            end,
+            "netns",
+            str(switch.pid),
+        )
+        switch.ip("link", "set", end, "mtu", str(switch.port_mtu(port, rail)))
+        switch.ip("link", "set", end, "master", bridge_name(rail), "up")
+        run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
+
+
+def set_port_mtu(switch: Switch, twin: Twin, mtu: int, rail: int | None = None) -> None:
+    """Set the MTU of `twin`'s switch port on `rail` (from 0; every rail when None): 1500
+    makes a switch that does not pass jumbo frames to or from that Spark. The setting holds
+    across a replug."""
+    port = switch.port_of(twin)
+    for each in range(len(RAILS)) if rail is None else (rail,):
+        switch.mtu[(port, each)] = mtu
+        switch.ip("link", "set", switch_port(port, each), "mtu", str(mtu))
+
+
+def replug_switch(switch: Switch, twins: Iterable[Twin]) -> None:
+    """Plug `twins` into the switch again (a twin's reboot is a new network namespace: its
+    cables went with the old one, and the switch's ends with them), after pulling whatever
+    is left of their old cables; then wait until NetworkManager has the rails up again."""
+    twins = list(twins)
+    switch.pid = container_pid(switch.container)
+    for twin in twins:
+        twin.pid = container_pid(twin.container)
+        port = switch.port_of(twin)
+        for rail in range(len(RAILS)):  # deleting one end of a veth pair deletes both
+            switch.ip("link", "del", switch_port(port, rail), check=False)
+        plug(switch, twin)
+    for twin in twins:
+        wait_for(
+            lambda twin=twin: rails_connected(twin), f"{twin.name}'s QSFP rails to come back", 60
+        )
+
+
+def replug(twins: list[Twin]) -> None:
+    """Plug the twins' QSFP rails in again, as they were wired: to their switch, or the
+    pair's cable."""
+    switches = {t.switch.container: t.switch for t in twins if t.switch is not None}
+    for switch in switches.values():
+        replug_switch(switch, [t for t in twins if t.switch is switch])
+    if not switches:
+        replug_cable(*twins)
+
+
 def known_hosts(twins: list[Twin]) -> Path:
     path = state_dir() / "known_hosts"
     path.write_text("".join(f"[127.0.0.1]:{t.port} {t.host_key}\n" for t in twins))
@@ -539,14 +697,57 @@ def write_inventory(twins: list[Twin], path: Path, defaults: dict | None = None)
     return path
 
 
-def up(names: tuple[str, ...] = tuple(DEMO_HOSTS), cable: bool = True) -> list[Twin]:
+def spark_names(count: int) -> tuple[str, ...]:
+    """`count` twin names in the demo's style: spark-a, spark-b, ... (1 to MAX_SPARKS)."""
+    if not 1 <= count <= MAX_SPARKS:
+        raise HarnessError(f"{count} twins: a cluster has 1 to {MAX_SPARKS} Sparks")
+    return tuple(f"spark-{chr(ord('a') + i)}" for i in range(count))
+
+
+def choose_fabric(count: int, cable: bool = True, fabric: Fabric | None = None) -> Fabric | None:
+    """How `count` twins are wired: `fabric` when given, else the pair's cable (when `cable`
+    and there are two), else nothing. A cable joins exactly two twins."""
+    if fabric == "cable" and count != 2:
+        raise HarnessError(f"a QSFP cable joins two twins, not {count}: use fabric='switch'")
+    if fabric is not None:
+        return fabric
+    return "cable" if cable and count == 2 else None
+
+
+def host_data(names: Iterable[str], fabric: Fabric | None) -> dict[str, dict]:
+    """What the inventory asks of each twin: the demo pair's keys (DEMO_HOSTS; a twin of
+    another name like spark-b's, without reboots), and on a fabric the rails of Spark n
+    (n = its place in `names`, from 1) from qsfp_plan(n)."""
+    spare = {key: value for key, value in DEMO_HOSTS["spark-b"].items() if key != "qsfp"}
+    hosts: dict[str, dict] = {}
+    for node, name in enumerate(names, start=1):
+        data = dict(DEMO_HOSTS.get(name, spare if fabric == "switch" else {}))
+        if fabric is not None:
+            data["qsfp"] = qsfp_plan(node)
+        hosts[name] = data
+    return hosts
+
+
+def up(
+    names: tuple[str, ...] = tuple(DEMO_HOSTS),
+    cable: bool = True,
+    fabric: Fabric | None = None,
+) -> list[Twin]:
+    """Start the twins `names` and wire their QSFP rails: `fabric="switch"` puts them all on
+    one switch, `fabric="cable"` cables a pair; without `fabric`, a pair is cabled when `cable`
+    (the default) and anything else is left unwired. Each twin's `data` is host_data()'s."""
+    wiring = choose_fabric(len(names), cable, fabric)
     claim_namespace()
     image = build_image()
     twins = [start_twin(name, image) for name in names]
-    for twin in twins:
-        twin.data = dict(DEMO_HOSTS.get(twin.name, {}))
-    if cable and len(twins) == 2:
+    for twin, data in zip(twins, host_data(names, wiring).values(), strict=True):
+        twin.data = data
+    if wiring == "cable":
         link_cable(*twins)
+    elif wiring == "switch":
+        switch = start_switch(image)
+        for twin in twins:
+            plug(switch, twin)
     return twins
 
 
@@ -555,9 +756,11 @@ def reboot_count(twin: Twin) -> int:
 
 
 def destroy(twins: list[Twin]) -> None:
-    """Remove these twins (their cable ends go with their network namespaces)."""
+    """Remove these twins and the switch they hang off (cable ends and switch ports go with
+    the network namespaces)."""
+    switches = {t.switch.container for t in twins if t.switch is not None}
     if twins:
-        docker("rm", "-f", *[t.container for t in twins], check=False)
+        docker("rm", "-f", *[t.container for t in twins], *sorted(switches), check=False)
 
 
 def containers(label: str) -> list[str]:

@@ -160,11 +160,22 @@ def test_a_file_over_the_model_folder_or_twice_on_one_path_is_refused(laptop):
     assert "/x/a is mounted twice" in str(caught.value)
 
 
-def test_mods_are_not_yet_run_on_a_vllm_ray_pair_but_on_an_sglang_pair(laptop):
-    ray = {"name": "vllm", "image": "scitrera/dgx-spark-vllm:0.16.0-t5", **MODS}
+def test_mods_are_not_yet_run_with_ray_but_on_a_native_vllm_or_sglang_pair(laptop):
+    ray = {
+        "name": "vllm",
+        "image": "scitrera/dgx-spark-vllm:0.16.0-t5",
+        "args": {"--distributed-executor-backend": "ray"},
+        **MODS,
+    }
     with pytest.raises(InventoryError) as caught:
         inventory(laptop, ray, pair=True)
-    assert "engine.mods: not yet on a vLLM Ray pair" in str(caught.value)
+    assert "engine.mods: not yet with Ray across Sparks" in str(caught.value)
+    native = {key: value for key, value in ray.items() if key != "args"}
+    vllm = inventory(laptop, native, pair=True).engine_plans["s2"]
+    words = docker_run(vllm, vllm.main, [])
+    after = words[words.index(vllm.image) + 1 :]
+    assert after[:6] == ["sh", "-c", MODS_SCRIPT, "sh", "vllm", "serve"]
+    assert "--headless" in after
     sglang = inventory(laptop, {"name": "sglang", **MODS}, pair=True).engine_plans["s2"]
     assert sglang is not None
     words = docker_run(sglang, sglang.main, [])

@@ -20,6 +20,7 @@ from tests.unit.test_engine_units import exec_start, inventory
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 IMAGE_ID = "sha256:" + "fedcba9876543210" * 4
 NGC_WITH_RAY = "nvcr.io/nvidia/vllm:26.03-py3"
+RAY: dict = {"args": {"--distributed-executor-backend": "ray"}}  # Ray by choice
 NGC = "nvcr.io/nvidia/vllm:26.05-py3"
 WRAPPER = "/opt/nvidia/nvidia_entrypoint.sh"
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
@@ -229,7 +230,7 @@ def test_engine_launch_overrides_the_family_and_the_default():
 
 
 def test_a_ray_pair_with_an_entrypoint_image_replaces_it_with_ray_and_execs_vllm_serve():
-    head = words_of({"name": "vllm"}, pair=True)
+    head = words_of({"name": "vllm", **RAY}, pair=True)
     ray = head["spark-engine-vllm-ray-head.service"]
     image = ray.index("vllm/vllm-openai:v0.33.0")
     assert ray[image - 2 : image] == ["--entrypoint", "ray"]
@@ -242,7 +243,7 @@ def test_a_ray_pair_with_an_entrypoint_image_replaces_it_with_ray_and_execs_vllm
 def test_a_ray_pair_with_an_ngc_image_keeps_the_wrapper_for_ray_and_the_server():
     # 26.03: NGC images from 26.05 ship without Ray (rule vllm-ray-missing-in-image)
     NGC = NGC_WITH_RAY
-    head = words_of({"name": "vllm", "image": NGC}, pair=True)
+    head = words_of({"name": "vllm", "image": NGC, **RAY}, pair=True)
     ray = head["spark-engine-vllm-ray-head.service"]
     assert "--entrypoint" not in ray
     assert after_image(ray, NGC)[:3] == ["ray", "start", "--head"]
@@ -250,18 +251,26 @@ def test_a_ray_pair_with_an_ngc_image_keeps_the_wrapper_for_ray_and_the_server()
     assert server[:3] == ["/usr/bin/docker", "exec", "spark-engine-vllm-ray-head"]
     # docker exec never applies the entrypoint: the wrapper is given, then vllm serve
     assert server[6:11] == ["sh", WRAPPER, "vllm", "serve", "--model"]
-    [worker] = words_of({"name": "vllm", "image": NGC}, pair=True, host="s2").values()
+    [worker] = words_of({"name": "vllm", "image": NGC, **RAY}, pair=True, host="s2").values()
     assert "--entrypoint" not in worker
     assert after_image(worker, NGC)[:4] == ["ray", "start", "--address", "192.168.100.1:6379"]
 
 
 def test_a_ray_pair_with_an_image_of_no_family_starts_ray_as_the_entrypoint():
-    engine = {"name": "vllm", "image": IMAGE_ID, "version": "0.33.0", "launch": "command"}
+    engine = {"name": "vllm", "image": IMAGE_ID, "version": "0.33.0", "launch": "command", **RAY}
     head = words_of(engine, pair=True)
     ray = head["spark-engine-vllm-ray-head.service"]
     image = ray.index(IMAGE_ID)
     assert ray[image - 2 : image] == ["--entrypoint", "ray"]
     assert head["spark-engine-vllm.service"][6:9] == ["sh", "vllm", "serve"]
+
+
+def test_a_native_vllm_pair_runs_the_server_on_both_sparks_as_the_family_launches_it():
+    for host in ("s1", "s2"):
+        [words] = words_of({"name": "vllm", "image": NGC}, pair=True, host=host).values()
+        assert "--entrypoint" not in words  # the wrapper entrypoint runs `vllm serve`
+        assert after_image(words, NGC)[:3] == ["vllm", "serve", "--model"]
+        assert words[words.index("--node-rank") + 1] == str(int(host[1]) - 1)
 
 
 def test_an_sglang_pair_runs_the_server_as_the_command_on_both_sparks():
@@ -388,8 +397,11 @@ def test_mounts_are_read_only_binds_before_the_docker_options():
     index = words.index("/srv/kernels:/workspace/kernels:ro")
     assert words[index - 1] == "-v"
     assert words[index + 1 : index + 3] == ["--shm-size=16g", "vllm/vllm-openai:v0.33.0"]
-    head = words_of(engine, pair=True)["spark-engine-vllm-ray-head.service"]
+    head = words_of({**engine, **RAY}, pair=True)["spark-engine-vllm-ray-head.service"]
     assert "/srv/kernels:/workspace/kernels:ro" in head  # the container the server runs in
+    for host in ("s1", "s2"):  # vLLM's own multi-node mode: each Spark's server container
+        [words] = words_of(engine, pair=True, host=host).values()
+        assert "/srv/kernels:/workspace/kernels:ro" in words
 
 
 @pytest.mark.parametrize(

@@ -184,12 +184,25 @@ def test_sglang_pair():
     }
 
 
-def test_vllm_pair_serves_with_the_ray_executor_across_both_gpus():
+def test_vllm_pair_runs_vllms_own_multinode_mode_by_default():
     head = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_HEAD)
+    worker = effective_args(EngineSettings(name="vllm"), MODEL, None, PAIR_WORKER)
+    assert head["--distributed-executor-backend"] == "mp"
+    assert (head["--nnodes"], head["--node-rank"], worker["--node-rank"]) == (2, 0, 1)
+    assert head["--master-addr"] == worker["--master-addr"] == "10.0.0.1"
+    assert head["--master-port"] == worker["--master-port"] == 29501
+    assert head["--tensor-parallel-size"] == 2 and "--pipeline-parallel-size" not in head
+    assert "--headless" not in head and worker["--headless"] is True
+
+
+def test_vllm_pair_runs_ray_when_engine_args_choose_it():
+    ray = EngineSettings(name="vllm", args={"--distributed-executor-backend": "ray"})
+    head = effective_args(ray, MODEL, None, PAIR_HEAD)
     assert head["--distributed-executor-backend"] == "ray"
     assert head["--tensor-parallel-size"] == 2
     assert "--nnodes" not in head and "--headless" not in head  # Ray places the workers
-    env = effective_env(EngineSettings(name="vllm"), None, PAIR_HEAD)
+    assert "--headless" not in effective_args(ray, MODEL, None, PAIR_WORKER)
+    env = effective_env(ray, None, PAIR_HEAD)
     assert env["RAY_memory_monitor_refresh_ms"] == "0"
 
 

@@ -309,10 +309,8 @@ def test_default_profiles_pass_every_rule(engine, draft, multinode):
     settings = EngineSettings(name=engine)
     args = effective_args(settings, MODEL, draft, multinode)
     found = check_rules(settings, args, effective_env(settings, draft, multinode), MISTRAL)
-    # The default vLLM pair runs Ray in vllm/vllm-openai, which may lack it: warned until the
-    # pair moves to vLLM's own multi-node launcher (the pairs-and-clusters issue).
-    expected = ["vllm-ray-maybe-missing-in-image"] if (engine, multinode) == ("vllm", PAIR) else []
-    assert [v.id for v in found] == expected
+    # A vLLM pair runs vLLM's own multi-node mode: no Ray, so no Ray rule is met.
+    assert [v.id for v in found] == []
 
 
 def test_rules_see_aliases_as_their_flag():

@@ -129,10 +129,7 @@ def test_flags_set_from_the_sparks_place_are_checked_when_it_is_known():
     assert args["--speculative-config"]["model"] == "/opt/models/eagle"
     with pytest.raises(EngineConfigError) as caught:
         effective_args(EngineSettings(name="vllm", args={"-tp": 2}), "/opt/models/m")
-    assert caught.value.problems[0].startswith(
-        "--tensor-parallel-size: set by the deploy from the number of Sparks in the pair on a "
-        "pair of Sparks; one Spark has one GPU"
-    )
+    assert caught.value.problems[0].startswith("-tp 2: 2 GPUs, but one Spark has one GPU")
     other = EngineSettings(name="vllm", args={"--speculative-config": {"model": "org/other"}})
     with pytest.raises(EngineConfigError) as caught:
         effective_args(other, "/opt/models/m", "/opt/models/eagle")

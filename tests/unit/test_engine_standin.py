@@ -639,3 +639,45 @@ def test_images_without_ray_have_no_ray(docker):
         "ValueError: Failed to import Ray: No module named 'ray'.Please install Ray with "
         "`pip install ray`.",
     )
+
+
+def test_a_headless_vllm_node_serves_no_api_and_runs_until_stopped(docker):
+    """vLLM's own multi-node mode: a node after the head (--headless) logs the head's
+    torch.distributed address, never listens on its port, and stops cleanly on SIGTERM."""
+    port = free_port()
+    native = ("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1")
+    run = docker.start(
+        "--name",
+        "eng-headless",
+        *docker.mount(),
+        VLLM_IMAGE,
+        "/model",
+        "--port",
+        str(port),
+        *native,
+        "--distributed-executor-backend",
+        "mp",
+        "--headless",
+    )
+    deadline = time.monotonic() + 10
+    while "running" not in docker("inspect", "-f", "{{.State.Status}}", "eng-headless").stdout:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(STARTUP_S * 3)  # longer than a serving node takes to listen
+    assert run.poll() is None and refused(port)
+    assert docker("stop", "eng-headless").returncode == 0
+    output, _ = run.communicate(timeout=10)
+    assert run.returncode == 0
+    assert (
+        "headless multiproc executor, with head node address 10.0.0.1:29501 for "
+        "torch.distributed process group."
+    ) in output
+    assert "Starting vLLM server" not in output and output.rstrip().endswith("Shutting down.")
+    # Ray with --nnodes is refused as vLLM's ParallelConfig refuses it.
+    done = engine("vllm", "0.33.0", "vllm", "serve", "/model", *native,
+                  "--distributed-executor-backend", "ray")  # fmt: skip
+    assert (done.returncode, last_error(done)) == (
+        1,
+        "ValueError: nnodes > 1 can only be set when distributed executor backend is mp, uni "
+        "or external_launcher.",
+    )

@@ -41,6 +41,10 @@ def inventory(engine: dict, pair: bool = False):
     )
 
 
+# vLLM with Ray across the Sparks: by choice, as published Ray recipes say it.
+RAY_VLLM = {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}}
+
+
 def exec_start(unit: str) -> list[str]:
     [line] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
     return shlex.split(line.removeprefix("ExecStart="))
@@ -117,9 +121,44 @@ def test_vllm_single_node_unit_uses_the_image_entrypoint():
     assert json.loads(spec)["method"] == "eagle"  # one JSON word, quoted for systemd
 
 
-def test_vllm_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
-    head = units("s1", {"name": "vllm"}, pair=True)
-    worker = units("s2", {"name": "vllm"}, pair=True)
+def test_vllm_pair_runs_one_server_unit_per_spark_and_only_the_head_serves():
+    """vLLM's own multi-node mode: no Ray, one `docker run` unit per Spark; rank 0 serves the
+    API, rank 1 runs the same server --headless."""
+    inv = inventory({"name": "vllm"}, pair=True)
+    head, worker = inv.engine_plans["s1"], inv.engine_plans["s2"]
+    assert head.units == worker.units == ("spark-engine-vllm.service",)
+    assert head.serves_api and not worker.serves_api
+    spark = inv.sparks["s1"]
+    words = {
+        rank: exec_start(unit_text(plan, plan.main, spark, "/etc/x.env"))
+        for rank, plan in enumerate((head, worker))
+    }
+    for rank, argv in words.items():
+        assert argv[:2] == ["/usr/bin/docker", "run"] and "exec" not in argv
+        assert "/etc/spark-deploy/nccl.env" in argv
+        after = argv[argv.index("vllm/vllm-openai:v0.33.0") + 1 :]
+        tail = after[after.index("--nnodes") :]
+        assert tail[:10] == [
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--master-addr",
+            "192.168.100.1",
+            "--master-port",
+            "29501",
+            "--distributed-executor-backend",
+            "mp",
+        ]
+        assert after[after.index("--tensor-parallel-size") + 1] == "2"
+        assert ("--headless" in after) == (rank == 1)
+        assert "ray" not in " ".join(after)
+    assert "[vllm-ray-maybe-missing-in-image]" not in " ".join(inv.warnings)
+
+
+def test_vllm_ray_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
+    head = units("s1", RAY_VLLM, pair=True)
+    worker = units("s2", RAY_VLLM, pair=True)
     assert list(head) == ["spark-engine-vllm-ray-head.service", "spark-engine-vllm.service"]
     assert list(worker) == ["spark-engine-vllm-ray-worker.service"]
 
@@ -185,14 +224,14 @@ def test_vllm_pair_environment_turns_off_rays_memory_monitor():
 
 def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
     with pytest.raises(Exception) as caught:
-        inventory({"name": "vllm", "env": {"RAY_memory_monitor_refresh_ms": None}}, pair=True)
+        inventory({**RAY_VLLM, "env": {"RAY_memory_monitor_refresh_ms": None}}, pair=True)
     assert "ray-memory-monitor" in str(caught.value)
 
 
 def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
     from sparkdeploy.config.paths import engine_files
 
-    inv = inventory({"name": "vllm"}, pair=True)
+    inv = inventory(RAY_VLLM, pair=True)
     assert [file.path for file in engine_files(inv.engine_plans["s1"])] == [
         "/etc/spark-deploy/spark-engine-vllm.env",
         "/etc/systemd/system/spark-engine-vllm-ray-head.service",

@@ -360,18 +360,26 @@ def test_a_release_other_than_the_catalogue_warns_and_no_help_keeps_the_catalogu
     assert problems == [] and "ImportError: libcuda" in warnings[0]
 
 
-def test_a_ray_pair_refuses_an_image_without_ray():
+def test_a_ray_pair_refuses_an_image_without_ray_and_a_native_pair_does_not():
     from tests.unit.operations import pair
 
-    hosts = pair(**REPOS, engine={"name": "vllm"})
+    ray = {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}}
+    hosts = pair(**REPOS, engine=ray)
     plan = hosts["spark-1"].data.engine_plan
     assert any(service.role.startswith("ray-") for service in plan.services)
     reading = reading_of(plan, engine="vllm", ray=False)
     problems, _ = image_problems(plan, ImageReading.of(reading))
     assert problems == [
         f"{plan.image} (sha256:abababababab, vllm {plan.version}) has no `ray` program, which "
-        "this pair's Ray units run: choose an image with Ray, or an engine mode without it"
+        "the Ray units engine.args ask for (--distributed-executor-backend ray) run: drop that "
+        "flag to run vLLM's own multi-node mode, which needs no Ray, or choose an image with Ray"
     ]
+    # vLLM's own multi-node mode (the default) runs in the same image without Ray.
+    native = pair(**REPOS, engine={"name": "vllm"})["spark-1"].data.engine_plan
+    assert (
+        image_problems(native, ImageReading.of(reading_of(native, engine="vllm", ray=False)))[0]
+        == []
+    )
 
 
 # --- a pair: fetched once, copied over the link ---------------------------------------------

@@ -74,7 +74,8 @@ def serving(
     + restart: restart even when it is running (its unit or environment changed)
     + follows: the unit it is part of was (re)started in this run, which restarted it too
       when it was running: check its health all the same
-    + health: run the health check after a start (only the head of a pair serves the API)
+    + health: run the health check after a start (of Sparks serving one model, only the head,
+      rank 0, serves the API; the others run headless)
     + timeout: seconds the health check waits
 
     **Example:**

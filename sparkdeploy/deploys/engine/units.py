@@ -77,11 +77,18 @@ def stop_command(service: EngineService) -> list[str]:
 
 
 def description(plan: EnginePlan, service: EngineService) -> str:
+    """The unit's Description=: the engine and model, and on several Sparks this node's
+    rank among them and whether it serves the API (rank 0) or runs headless."""
     serving = f"{plan.engine} serving {plan.served_model_name}"
+    node = ""
+    if plan.nodes > 1:
+        node = f", node {plan.rank} of {plan.nodes}" + (
+            ", serving the API" if service.serves_api else " (headless)"
+        )
     return {
-        "server": serving + (f", node {plan.rank} of a pair" if plan.nodes > 1 else ""),
-        "ray-head": f"Ray head of the pair for {serving}",
-        "ray-worker": f"Ray worker of the pair for {serving}",
+        "server": serving + node,
+        "ray-head": f"Ray head of {plan.nodes} Sparks for {serving}",
+        "ray-worker": f"Ray worker {plan.rank} of {plan.nodes} Sparks for {serving}",
     }[service.role]
 
 

@@ -532,6 +532,7 @@ class Engine:
     speculative: bool
     context_len: int = 0
     ray_gpus: int = 0  # vLLM's Ray executor: the GPUs it places its workers on (0: no Ray)
+    headless: str = ""  # vLLM --headless: the head's torch.distributed address ("": serves)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -825,6 +826,7 @@ def parse(release: Release, command: Command) -> Engine:
         metrics = True
         ray = options.get("distributed_executor_backend") == "ray"
         ray_gpus = (options.get("tensor_parallel_size") or 1) if ray else 0
+        native_multinode(options)
     return Engine(
         kind=release.kind,
         version=release.version,
@@ -835,7 +837,27 @@ def parse(release: Release, command: Command) -> Engine:
         metrics=metrics,
         speculative=speculative,
         ray_gpus=ray_gpus,
+        headless=headless_address(options) if release.kind == "vllm" else "",
     )
+
+
+def native_multinode(options: dict[str, Any]) -> None:
+    """What vLLM's ParallelConfig refuses of its own multi-node mode (vllm/config/parallel.py
+    __post_init__): --nnodes > 1 with an executor other than mp, uni or external_launcher."""
+    backend = options.get("distributed_executor_backend")
+    if (options.get("nnodes") or 1) > 1 and backend not in (None, "mp", "uni", "external_launcher"):
+        raise StandinValueError(
+            "nnodes > 1 can only be set when distributed executor backend is mp, uni or "
+            "external_launcher."
+        )
+
+
+def headless_address(options: dict[str, Any]) -> str:
+    """The head's torch.distributed address a --headless vLLM node joins, or "" when the
+    node serves the API (`vllm serve` runs no API server with --headless)."""
+    if not options.get("headless"):
+        return ""
+    return f"{options.get('master_addr') or '127.0.0.1'}:{options.get('master_port') or 29501}"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -1007,6 +1029,8 @@ def serve(engine: Engine) -> int:
         return 1
     if engine.ray_gpus and not place_on_ray(engine, stop):
         return 0 if stop.is_set() else 1
+    if engine.headless:
+        return run_headless(engine, stop)
     engine.start_loading()
     if FAIL_FILE.is_file():
         print(FAIL_FILE.read_text().rstrip("\n"), file=sys.stderr, flush=True)
@@ -1039,6 +1063,24 @@ def serve(engine: Engine) -> int:
     if lost.is_set():
         return 1
     engine.shutdown_lines()
+    return 0
+
+
+def run_headless(engine: Engine, stop: threading.Event) -> int:
+    """A vLLM node after the head (--headless): it logs what vLLM's run_headless logs for a
+    node of a multi-node tensor/pipeline group (vllm/entrypoints/cli/serve.py), loads its part
+    of the model, serves no API and runs until SIGTERM."""
+    engine.log(
+        f"Launching vLLM (v{engine.version}) headless multiproc executor, with head node "
+        f"address {engine.headless} for torch.distributed process group.",
+        "serve.py:212",
+    )
+    engine.start_loading()
+    if FAIL_FILE.is_file():
+        print(FAIL_FILE.read_text().rstrip("\n"), file=sys.stderr, flush=True)
+        return 1
+    stop.wait()
+    engine.log("Shutting down.", "serve.py:270")
     return 0
 
 
