@@ -1,5 +1,6 @@
 """
-vLLM across two Sparks with Ray, on the twin pair: a Ray head unit on the first Spark, a Ray
+vLLM across two Sparks with Ray (the operator's choice: engine.args say
+`--distributed-executor-backend ray`), on the twin pair: a Ray head unit on the first Spark, a Ray
 worker unit on the second that waits for it and joins over the QSFP link, and the server in
 the head's container with the Ray executor and tensor parallelism 2, health-checked. The
 operator restarts the server alone; restarting the Ray head takes the server with it and the
@@ -30,7 +31,12 @@ def ray_spark(node: int) -> dict:
         "operator_user": "ops",
         # A Ray pair needs an image that ships Ray: scitrera's builds do; vllm/vllm-openai
         # since v0.18 and NGC since 26.05 do not (GB10 rules vllm-ray-*-in-image).
-        "engine": {"name": "vllm", "image": RAY_IMAGE},
+        # Ray by choice: without this flag a vLLM pair runs vLLM's own multi-node mode.
+        "engine": {
+            "name": "vllm",
+            "image": RAY_IMAGE,
+            "args": {"--distributed-executor-backend": "ray"},
+        },
     }
 
 
