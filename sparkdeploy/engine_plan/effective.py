@@ -210,6 +210,7 @@ def _placeholders(
             "interface": multinode.interface,
             "tp": layout.tp,
             "pp": layout.pp if layout.pp > 1 else None,  # 1, the engine's default: left out
+            "address": multinode.address,  # this Spark's own fabric address (host-IP variables)
         }
     return values
 
@@ -408,7 +409,13 @@ def effective_env(
         env |= scoped(engine["speculative"]["env"], version, model)
     if multinode is not None:
         env |= scoped(engine["multinode"]["env"], version, model)
-    env = {name: str(_render(value, values)) for name, value in env.items()}
+    # A value that is only a placeholder without a value here (no fabric address) is left
+    # out rather than set empty: an empty host-IP variable would still be read.
+    env = {
+        name: str(rendered)
+        for name, value in env.items()
+        if (rendered := _render(value, values)) is not None and rendered != ""
+    }
     for name, value in settings.env.items():
         if value is None:
             env.pop(name, None)

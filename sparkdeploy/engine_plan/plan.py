@@ -28,6 +28,7 @@ from sparkdeploy.engine_plan.effective import (
 )
 from sparkdeploy.engine_plan.rules import check_rules, judge
 from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
+from sparkdeploy.knowledge.fabric import rdma_options
 from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.images import describe_image, server_command
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
@@ -126,6 +127,9 @@ class EnginePlan:
     served_model_name: str
     conflicts: tuple[str, ...]
     docker_args: tuple[str, ...]  # engine.docker_args, one `--option[=value]` word each
+    # What every container of a multi-node plan gets so NCCL can use the RDMA devices
+    # (knowledge/fabric.yaml), before engine.docker_args; () on one Spark.
+    rdma_args: tuple[str, ...] = ()
     launch: str = "entrypoint"  # entrypoint | command (Launch.mode)
     nodes: int = 1
     rank: int = 0
@@ -294,6 +298,11 @@ def plan_engine(
     if mods:
         extra.append((posixpath.dirname(shipped_path(name, "mod", "x")), MODS_MOUNT))
     errors += _mount_problems(extra, folders)
+    operator_options = parse_docker_args(settings.docker_args)[0]
+    rdma_args: tuple[str, ...] = ()
+    if multinode is not None:
+        rdma_args, rdma_problems = rdma_options(operator_options)
+        errors += [f"engine.docker_args: {problem}" for problem in rdma_problems]
     ray = chooses_ray(settings)
     if (
         mods
@@ -333,7 +342,8 @@ def plan_engine(
         bind=settings.bind,
         served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
         conflicts=tuple(settings.other_gpu_services),
-        docker_args=docker_words(parse_docker_args(settings.docker_args)[0]),
+        docker_args=docker_words(operator_options),
+        rdma_args=rdma_args,
         launch=launch.mode,
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,

@@ -203,7 +203,8 @@ class TestSglangPair:
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode == 0, run.explain()
         assert "[pair-a] spark-engine-health: ready after" in run.stderr
-        assert "[pair-b] spark-engine-health" not in run.stderr  # only the head serves the API
+        assert "[pair-b] spark-engine-health: ready" not in run.stderr  # only the head's API
+        assert "[pair-b] spark-engine-health: NCCL uses RDMA" in run.stderr  # its own rank's NCCL
 
     def test_idempotence(self, scenario):
         run = scenario.deploy(env=TOKEN_ENV)

@@ -44,6 +44,11 @@ EXPECTED = {
     "vllm-illegal-instruction": ["illegal-instruction-mla"],
     "sglang-clean": [],
     "sglang-pair-clean": [],
+    "sglang-pair-socket-fallback": [
+        "nccl-ib-open-device-failed",
+        "nccl-ib-no-device",
+        "nccl-socket-fallback",
+    ],
     "vllm-clean": [],
     "vllm-pair-clean": [],
 }

@@ -155,6 +155,15 @@ EXCERPTS: dict[str, tuple[str, ...]] = {
         "2026-11-21T08:00:04+00:00 spark-1 kernel: NVRM: Xid (PCI:000f:01:00): 169, "
         "pid=<unknown>, name=<unknown>",
     ),
+    # RDMA inside multi-node containers: NCCL's own lines (NVIDIA/nccl#451, #941; ainode#87).
+    "nccl-ib-open-device-failed": (
+        "misc/ibvwrap.cc:212 NCCL WARN Call to ibv_open_device failed",
+        "spark-1:77:90 [0] transport/net_ib.cc:148 NCCL WARN NET/IB : Unable to open device "
+        "rocep1s0f0",
+    ),
+    "nccl-ib-no-device": ("05-06-76-200:7839:7911 [0] NCCL INFO NET/IB : No device found.",),
+    "nccl-socket-fallback": ("spark-1:77:90 [0] NCCL INFO Using network Socket",),
+    "nccl-no-net-plugin": ("spark-2:61:61 [0] NCCL WARN Failed to initialize any NET plugin",),
 }
 
 # Healthy logs: an engine journal and kernel logs of a Spark that works.

@@ -41,10 +41,14 @@ from sparkdeploy.reports import notices
 HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
 
 
-def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
-    command = StringCommand(
-        ENGINE_HEALTH, "--port", str(port), "--unit", unit, "--timeout", str(timeout)
-    )
+def _check_health(
+    state, host, unit: str, port: int, timeout: int, nccl: bool = False, api: bool = True
+) -> None:
+    """Run spark-engine-health on the Spark: the API answers (``api``) and, on a multi-node
+    engine (``nccl``), NCCL chose RDMA according to the unit's own journal."""
+    words = ["--port", str(port)] if api else ["--no-api"]
+    words += ["--nccl"] if nccl else []
+    command = StringCommand(ENGINE_HEALTH, *words, "--unit", unit, "--timeout", str(timeout))
     ok, output = host.run_shell_command(command, _sudo=True)
     if not ok:
         found = diagnose(output.output)
@@ -52,7 +56,9 @@ def _check_health(state, host, unit: str, port: int, timeout: int) -> None:
             "\n  no known GB10 failure signature matched; the journal lines are above"
         )
         raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}")
-    logger.info(f"{host.print_prefix}{output.stdout.strip().splitlines()[-1]}")
+    said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
+    for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
+        logger.info(f"{host.print_prefix}{line}")
 
 
 @operation()
@@ -63,6 +69,7 @@ def serving(
     follows: bool = False,
     health: bool = True,
     timeout: int = HEALTH_TIMEOUT,
+    nccl: bool = False,
 ):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
@@ -77,6 +84,8 @@ def serving(
     + health: run the health check after a start (of Sparks serving one model, only the head,
       rank 0, serves the API; the others run headless)
     + timeout: seconds the health check waits
+    + nccl: a rank of a multi-node engine: after a start its journal must show NCCL on RDMA
+      (NET/IB), checked with the API on the head and alone on the other ranks
 
     **Example:**
 
@@ -92,8 +101,8 @@ def serving(
     elif not follows and enabled == "enabled":
         host.noop(f"{unit} is enabled and running")
         return
-    if health:
-        yield FunctionCommand(_check_health, (unit, port, timeout), {})
+    if health or nccl:
+        yield FunctionCommand(_check_health, (unit, port, timeout), {"nccl": nccl, "api": health})
 
 
 def _judge_image(plan: EnginePlan, reading: dict) -> None:
@@ -245,4 +254,7 @@ def serve_model() -> None:
             restart=(env_changed or changed[service.unit]) and not follows,
             follows=follows,
             health=service.serves_api,
+            # Each rank's server logs the network its NCCL chose (a Ray worker's go to the
+            # head's server): on RDMA, or the check fails naming the fallback's cause.
+            nccl=plan.nodes > 1 and service.role == "server",
         )

@@ -25,9 +25,11 @@ RAY_WAIT_TIMEOUT = 600  # report 004: forming the Ray cluster takes about 2 minu
 def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -> list[str]:
     """
     The `docker run` command line of a service with a container of its own: the options
-    the deploy manages, the model folders and ``engine.mounts`` read-only, the entrypoint
-    when the service replaces the image's, ``engine.docker_args`` (allowed options only,
-    one ``--option=value`` word each), the image, then the service's command.
+    the deploy manages (on a multi-node plan with what NCCL needs to use the RDMA devices,
+    ``plan.rdma_args`` from knowledge/fabric.yaml), the model folders and ``engine.mounts``
+    read-only, the entrypoint when the service replaces the image's, ``engine.docker_args``
+    (allowed options only, one ``--option=value`` word each), the image, then the service's
+    command.
     """
     words = [
         DOCKER,
@@ -44,6 +46,7 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
         "host",
         "--ipc",
         "host",
+        *plan.rdma_args,
     ]
     for env_file in env_files:
         words += ["--env-file", env_file]

@@ -122,3 +122,25 @@ cat > /etc/docker/daemon.json <<'JSON'
     }
 }
 JSON
+
+# The RDMA devices of the ConnectX-7 (rocep1s0f0 and roceP2p1s0f0, the twin's two rails) as
+# character devices under /dev/infiniband, as the kernel makes them on a Spark: uverbs0 and
+# uverbs1 (major 231, minors from 192) and rdma_cm (misc, major 10). Nothing can open them
+# here; they exist so `docker run --device=/dev/infiniband` finds them, as dockerd needs.
+# /dev is a fresh tmpfs at every boot of a twin (and systemd-tmpfiles leaves /dev to udev,
+# which a container has not), so a oneshot unit makes them early in each boot.
+cat > /etc/systemd/system/spark-twin-rdma-devices.service <<'UNIT'
+[Unit]
+Description=Stand-in RDMA device nodes under /dev/infiniband (Spark twin)
+DefaultDependencies=no
+Before=sysinit.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'install -d -m 0755 /dev/infiniband && for n in 0 1; do [ -e /dev/infiniband/uverbs$n ] || mknod -m 0666 /dev/infiniband/uverbs$n c 231 $((192 + n)); done && { [ -e /dev/infiniband/rdma_cm ] || mknod -m 0666 /dev/infiniband/rdma_cm c 10 58; }'
+
+[Install]
+WantedBy=sysinit.target
+UNIT
+systemctl enable spark-twin-rdma-devices.service >/dev/null 2>&1

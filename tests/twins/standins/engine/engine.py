@@ -33,6 +33,9 @@ Like the real engine it:
 - then serves GET /v1/models, POST /v1/chat/completions (one deterministic token), GET /health
   and GET /metrics (Prometheus text with the real metric names; SGLang only with
   --enable-metrics), logging in the engine's format, uvicorn's lines included;
+- across Sparks (--nnodes above 1, or vLLM's Ray executor with several GPUs) logs NCCL's init
+  lines for the network NCCL would choose in its container (./nccl.py: RDMA with
+  /dev/infiniband and an unlimited memlock, else TCP sockets), as NCCL_DEBUG asks;
 - on SIGTERM/SIGINT shuts down like uvicorn and exits 0; SIGKILL kills it.
 
 When /etc/spark-twin/engine-fail (or $SPARK_TWIN_ENGINE_FAIL) exists, its lines are printed
@@ -533,6 +536,7 @@ class Engine:
     context_len: int = 0
     ray_gpus: int = 0  # vLLM's Ray executor: the GPUs it places its workers on (0: no Ray)
     headless: str = ""  # vLLM --headless: the head's torch.distributed address ("": serves)
+    nodes: int = 1  # --nnodes: the Sparks its NCCL communicator spans
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -838,6 +842,7 @@ def parse(release: Release, command: Command) -> Engine:
         speculative=speculative,
         ray_gpus=ray_gpus,
         headless=headless_address(options) if release.kind == "vllm" else "",
+        nodes=options.get("nnodes") or 1,
     )
 
 
@@ -999,6 +1004,31 @@ def watch_ray(engine: Engine, lost: threading.Event, on_lost) -> None:
             on_lost()
 
 
+def nccl_module():
+    """The NCCL stand-in beside this file (which network NCCL would choose in this container)."""
+    sys.dont_write_bytecode = True
+    path = Path(__file__).with_name("nccl.py")
+    spec = importlib.util.spec_from_file_location("spark_twin_nccl", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def spans_nodes(engine: Engine) -> bool:
+    """Whether its NCCL communicator crosses Sparks: --nnodes above 1 (SGLang, vLLM's own
+    multi-node mode), or vLLM's Ray executor placing tensor-parallel workers on a cluster."""
+    return engine.nodes > 1 or engine.ray_gpus > 1
+
+
+def log_nccl(engine: Engine) -> None:
+    """NCCL's init lines for the network it chose here, printed as NCCL prints them (its own
+    format, on the engine's output, only as far as NCCL_DEBUG asks for them)."""
+    for line in nccl_module().init_lines(os.environ):
+        print(line, file=sys.stderr if " NCCL WARN " in line else sys.stdout, flush=True)
+
+
 def serve(engine: Engine) -> int:
     stop = threading.Event()
     server: list[ThreadingHTTPServer] = []
@@ -1029,6 +1059,8 @@ def serve(engine: Engine) -> int:
         return 1
     if engine.ray_gpus and not place_on_ray(engine, stop):
         return 0 if stop.is_set() else 1
+    if spans_nodes(engine):
+        log_nccl(engine)
     if engine.headless:
         return run_headless(engine, stop)
     engine.start_loading()
