@@ -67,7 +67,7 @@ class TestThreeSparksOnASwitch:
             assert value(words, "--nnodes") == "3"
             assert value(words, "--node-rank") == str(rank)
             assert value(words, "--dist-init-addr") == f"{HEAD_ADDRESS}:20000"
-            assert value(words, "--tp-size") == "3"
+            assert value(words, "--tensor-parallel-size") == "3"
             env = twin.exec(f"docker inspect -f '{{{{json .Config.Env}}}}' {CONTAINER}").stdout
             own = harness.qsfp_plan(rank + 1)[0]["address"].split("/")[0]
             assert f"SGLANG_HOST_IP={own}" in env
@@ -84,10 +84,11 @@ class TestThreeSparksOnASwitch:
         try:
             run = scenario.deploy(env=TOKEN_ENV)
             assert run.returncode != 0
-            assert "the QSFP path is not proven" in run.stderr, run.explain()
-            assert "got no reply from clu-c enp1s0f0np0" in run.stderr
-            assert "the switch ports' MTU must allow jumbo frames too" in run.stderr
-            assert "got no reply from clu-b" not in run.stderr
+            said = " ".join(run.stderr.split())  # the refusal wraps its lines
+            assert "the QSFP path is not proven" in said, run.explain()
+            assert "got no reply from clu-c enp1s0f0np0 192.168.100.3" in said
+            assert "the switch ports' MTU must allow jumbo frames too" in said
+            assert "got no reply from clu-b" not in said
             assert run.changed() == {}
             assert {state(scenario.twins[name]) for name in NAMES} == {"active"}
         finally:

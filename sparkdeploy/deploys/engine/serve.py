@@ -205,6 +205,10 @@ def serve_model() -> None:
         content=file_text("spark-engine-health"),
     )
     managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
+    # The image is judged before anything of the engine changes: a plan it refuses (Ray asked
+    # of an image without it) leaves the units that serve now in place.
+    if plan is not None:
+        image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
     planned = {file.path for file in engine_files(plan)}
     retired(
         name="Retire engine files no longer planned",
@@ -212,7 +216,6 @@ def serve_model() -> None:
     )
     if plan is None:
         return
-    image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
     env_file = CONTAINER_ENV.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
     env_changed = differs(env_file, env_text)
