@@ -20,6 +20,7 @@ from sparkdeploy.config.paths import (
     ENGINE_SUDOERS,
     ENGINE_UNIT,
     IMAGE_READINGS,
+    LINK_TEST,
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
@@ -195,6 +196,9 @@ def serve_model() -> None:
         content=file_text("spark-engine-health"),
     )
     managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
+    managed_file(
+        name="Install spark-link-test", path=LINK_TEST, content=file_text("spark-link-test")
+    )
     planned = {file.path for file in engine_files(plan)}
     retired(
         name="Retire engine files no longer planned",
