@@ -92,6 +92,7 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
 class _Group:
     def __init__(self, rank: int, size: int, master: str, port: int, timeout: float) -> None:
         self.rank, self.size = rank, size
+        self.timeout = timeout
         self.send: socket.socket | None = None
         self.recv: socket.socket | None = None
         if size == 1:
@@ -125,6 +126,7 @@ class _Group:
                         f"rank 0: {len(peers) + 1} of {self.size} ranks joined "
                         f"{master}:{port} before the timeout"
                     ) from None
+                conn.settimeout(max(1.0, deadline - time.monotonic()))
                 hello = _read_json(_lines(conn))
                 assert isinstance(hello, dict)
                 table[int(hello["rank"])] = [hello["addr"], int(hello["port"])]
@@ -171,7 +173,7 @@ class _Group:
                 conn.close()
         self.data.close()
         for sock in (self.send, self.recv):
-            sock.settimeout(None)
+            sock.settimeout(self.timeout)  # an operation waits no longer than torch's would
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     # -- one ring step: send to the next rank while receiving from the previous ----------
