@@ -48,6 +48,11 @@ DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
 ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
 MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
 RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
+# The link test (linktest.py): the script, run in the engine image (mounted at the same path),
+# and its last result, written by the test run itself (root, 0644, replaced atomically); the
+# status table reads it without sudo.
+LINK_TEST = "/usr/local/sbin/spark-link-test"
+LINK_TEST_RESULT = "/var/lib/spark-deploy/linktest.json"
 # Long work (model downloads, image pulls and readings) runs on the Spark as the systemd job
 # spark-fetch@ID.service, independent of the deploy's SSH session: spark-fetch is the job,
 # FETCH_JOBS holds each job's spec (ID.json) and progress (ID.status.json), IMAGE_READINGS
@@ -156,6 +161,7 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
         ManagedFile(ENGINE_HEALTH, mode="755"),
         ManagedFile(MODEL_CHECK_BIN, mode="755"),
         ManagedFile(RAY_WAIT, mode="755"),
+        ManagedFile(LINK_TEST, mode="755"),
         ManagedFile(FETCH_BIN, mode="755"),
         ManagedFile(FETCH_UNIT),
         *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),

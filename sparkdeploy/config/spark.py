@@ -35,6 +35,18 @@ from sparkdeploy.config.values import (
 )
 
 NETDEV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
+# A size as nccl-tests' -b/-e take it: a number with K, M or G for powers of 1024
+# (NVIDIA/nccl-tests src/common.cu parsesize).
+SIZE = re.compile(r"(?P<number>[0-9]{1,12})(?P<unit>[KMG]?)")
+SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def size_bytes(size: str) -> int:
+    """A size as nccl-tests writes it, in bytes: 16G is 17179869184."""
+    match = SIZE.fullmatch(size)
+    if match is None:
+        raise ValueError(f"not a size: {size!r}")
+    return int(match["number"]) * SIZE_UNITS[match["unit"]]
 
 
 class QsfpInterface(BaseModel):
@@ -270,7 +282,53 @@ class SparkSettings(BaseModel):
     sysfs_root: AbsolutePath = Field(
         "/sys",
         description="Where sysfs is mounted; the RoCE GID tables are read under "
-        "<sysfs_root>/class/infiniband.",
+        "<sysfs_root>/class/infiniband, the rails' link speed at "
+        "<sysfs_root>/class/net/<interface>/speed.",
+    )
+    link_test_min_busbw: float = Field(
+        21.875,
+        gt=0,
+        description="Link test (linktest.py): the all-gather bus bandwidth (GB/s, as nccl-tests "
+        "computes it) at the largest size below which the test fails. 21.875 GB/s (175 Gb/s) is "
+        "`MIN_NCCL_TEST_BW` of NVIDIA's cluster script (dgx-spark-playbooks "
+        "spark_cluster_setup.py, all_gather_perf at 16G).",
+    )
+    link_test_sizes: list[str] = Field(
+        default_factory=lambda: ["1M", "16M", "256M", "1G", "4G", "16G"],
+        min_length=1,
+        description="Link test: the sizes timed, as nccl-tests writes them (K, M, G: powers of "
+        "1024); the largest is the one judged. 16G is NVIDIA's cluster script's "
+        "(`all_gather_perf -b 16G -e 16G`).",
+    )
+    link_test_memory_floor_gb: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Link test: a size whose buffers (S + S/n bytes on each Spark, unified "
+        "memory) would leave MemAvailable under this many GiB is skipped on every Spark, and "
+        "the verdict says it was sized down. 8 GiB is the floor Spark users' MemAvailable "
+        "watchdogs keep (field notes 2026-11, section 5).",
+    )
+    link_test_port: int = Field(
+        29500,
+        ge=1024,
+        le=65535,
+        description="Link test: the rendezvous port on the head's fabric address "
+        "(MASTER_PORT). 29500 is torch.distributed's default; the engines rendezvous "
+        "elsewhere (SGLang 20000 in profiles.yaml, vLLM --master-port 29501, Ray 6379).",
+    )
+    link_test_timeout: int = Field(
+        900,
+        ge=60,
+        le=7200,
+        description="Link test: seconds one run may take on a Spark, rendezvous included, "
+        "before it is stopped.",
+    )
+    link_test_before_start: bool = Field(
+        False,
+        description="Run the link test once before the engine units of a pair or cluster are "
+        "first started (no engine unit of any of its Sparks ever active); the deploy stops "
+        "when it fails. Every Spark of the pair or cluster must set the same.",
     )
 
     @field_validator("hf_endpoint")
@@ -304,6 +362,21 @@ class SparkSettings(BaseModel):
                 (self.model_folder(self.draft_model_repo), f"{self.draft_model_repo}@main", False)
             )
         return folders
+
+    @field_validator("link_test_sizes")
+    @classmethod
+    def _link_test_sizes(cls, sizes: list[str]) -> list[str]:
+        for size in sizes:
+            if not SIZE.fullmatch(size) or size_bytes(size) == 0:
+                raise ValueError(
+                    f"{size!r} is not a size as nccl-tests writes it, such as 64K, 256M or 16G"
+                )
+        return sizes
+
+    @property
+    def link_test_size_bytes(self) -> list[int]:
+        """The link test's sizes in bytes, smallest first, each once."""
+        return sorted({size_bytes(size) for size in self.link_test_sizes})
 
     @field_validator("roce_gid_index", mode="wrap")
     @classmethod

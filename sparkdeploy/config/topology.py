@@ -61,14 +61,14 @@ class Place:
     members: tuple[str, ...] = ()
 
     @property
-    def paired(self) -> bool:
-        """Cabled to a peer: both Sparks list their QSFP rails."""
-        return self.peer is not None and bool(self.rails) and bool(self.rails[0].peer_ip)
-
-    @property
     def linked(self) -> bool:
         """On the QSFP fabric with the others: more than one Spark, rails listed, the head reachable on rail 1."""
         return self.nodes > 1 and bool(self.rails) and bool(self.head_ip)
+
+    @property
+    def paired(self) -> bool:
+        """Cabled to a peer: both Sparks list their QSFP rails."""
+        return self.peer is not None and bool(self.rails) and bool(self.rails[0].peer_ip)
 
     @property
     def switched(self) -> bool:

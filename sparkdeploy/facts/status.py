@@ -15,6 +15,7 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import PACKAGE_LINES, parse_packages
+from sparkdeploy.facts.linktest import LinkResult, parse_result, result_line
 from sparkdeploy.facts.network import (
     Network,
     QsfpNetwork,
@@ -48,6 +49,7 @@ class Status:
     units: dict[str, dict[str, str]]  # unit -> STATUS_UNIT_PROPERTIES as systemctl shows them
     api: Api | None  # None when this Spark serves no API
     network: Network  # empty when the Spark has no QSFP rails
+    link_test: LinkResult | None = None  # the last stored link test result (linktest.py)
 
 
 def parse_api(value: str) -> Api:
@@ -67,8 +69,9 @@ class SparkStatus(FactBase):
     Returns the status of a Spark in one round trip, without sudo: the preflight fact's
     lines (GPU, driver, memory, drm override, pending reboot), the driver packages and
     holds, the GPU temperature, ``systemctl show`` of each unit, /v1/models asked with
-    curl, and, for a Spark with QSFP rails, the network fact's lines (links, addresses,
-    profiles, a don't-fragment ping on every rail, the RoCE GID tables).
+    curl, and, for a Spark with QSFP rails, the last link test result and the network
+    fact's lines (links, addresses, profiles, a don't-fragment ping on every rail, the RoCE
+    GID tables).
 
     Sample output of the command::
 
@@ -90,6 +93,7 @@ class SparkStatus(FactBase):
         unit.spark-engine-sglang.service=UnitFileState=enabled
         unit.spark-engine-sglang.service=ActiveEnterTimestamp=Tue 2026-03-24 10:12:03 UTC
         api=0 {"object":"list","data":[{"id":"Mistral-Small-4-119B-2603-NVFP4","object":"model"}]}
+        linktest={"when": "2026-11-23T10:00:00Z", "passed": true, "verdict": "...", "nodes": 2, "min_busbw": 21.875, "results": [{"op": "all_gather", "size": 17179869184, "busbw": 23.41}]}
         nm=running
         link=4: enp1s0f0np0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP mode DEFAULT
         link=5: enP2p1s0f0np0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc mq state UP mode DEFAULT
@@ -136,6 +140,7 @@ class SparkStatus(FactBase):
             *(captured("api", f"curl -sS -f -m {API_TIMEOUT} {q(api_url)}") if api_url else []),
         ]
         if interfaces:
+            lines.append(result_line())
             lines.append(QsfpNetwork().command(interfaces, pings, sysfs_root, env_file))
         return "\n".join(lines)
 
@@ -159,6 +164,7 @@ class SparkStatus(FactBase):
             units=units,
             api=parse_api(values["api"]) if "api" in values else None,
             network=QsfpNetwork().process(output),
+            link_test=parse_result(values.get("linktest", "")),
         )
 
 

@@ -23,6 +23,7 @@ from sparkdeploy.facts.store import run_store
 from sparkdeploy.fitness import driver_packages, driver_refusals, gpu_refusals
 from sparkdeploy.render import aligned
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.linktest import status_detail
 
 KIB_PER_GIB = 1024 * 1024  # /proc/meminfo counts KiB; the guard counts GiB as `free -g`
 OK, WARN, FAIL, NONE = "ok", "WARN", "FAIL", "-"
@@ -130,6 +131,15 @@ def gid_rows(spark: SparkSettings, network: Network) -> list[Row]:
     return [Row("roce gid", OK, f"index {', '.join(map(str, indexes))} on {where}")]
 
 
+def link_test_rows(rails: tuple[Rail, ...], status: Status) -> list[Row]:
+    """The last link test between the Sparks (linktest.py), for a Spark with QSFP rails:
+    when, the all-gather bus bandwidth at the largest size, passed or failed."""
+    if not rails:
+        return []
+    state, detail = status_detail(status.link_test)
+    return [Row("link test", state, detail)]
+
+
 def unit_rows(plan: EnginePlan | None, status: Status) -> list[Row]:
     """Every unit of the engine plan: active, enabled, since when."""
     rows = []
@@ -171,6 +181,7 @@ def status_rows(
         memory_row(spark, status),
         *rail_rows(spark, rails, status.network),
         *gid_rows(spark, status.network),
+        *link_test_rows(rails, status),
         *unit_rows(plan, status),
         engine_row(plan, status),
     ]

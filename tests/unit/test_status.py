@@ -186,6 +186,7 @@ def test_rows_come_in_the_deploys_order():
         "rail 1",
         "rail 2",
         "roce gid",
+        "link test",
         "unit",
         "engine",
     ]

@@ -20,6 +20,7 @@ from sparkdeploy.config.paths import (
     ENGINE_SUDOERS,
     ENGINE_UNIT,
     IMAGE_READINGS,
+    LINK_TEST,
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
@@ -28,6 +29,7 @@ from sparkdeploy.config.paths import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.engine.units import DOCKER, unit_text
+from sparkdeploy.deploys.linktest import link_test_before_start
 from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
 from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
@@ -205,6 +207,9 @@ def serve_model() -> None:
         content=file_text("spark-engine-health"),
     )
     managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
+    managed_file(
+        name="Install spark-link-test", path=LINK_TEST, content=file_text("spark-link-test")
+    )
     # The image is judged before anything of the engine changes: a plan it refuses (Ray asked
     # of an image without it) leaves the units that serve now in place.
     if plan is not None:
@@ -247,6 +252,8 @@ def serve_model() -> None:
         )
     systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
     write_alerts(plan)
+    # link_test_before_start: prove the link once, before a pair's units first start.
+    link_test_before_start(plan, spark, host.data.place)
     for service in plan.services:
         # A service in another unit's container is restarted with that unit (BindsTo=).
         follows = bool(service.part_of) and (env_changed or changed[service.part_of])
