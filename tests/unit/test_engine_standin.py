@@ -681,3 +681,41 @@ def test_a_headless_vllm_node_serves_no_api_and_runs_until_stopped(docker):
         "ValueError: nnodes > 1 can only be set when distributed executor backend is mp, uni "
         "or external_launcher.",
     )
+
+
+def test_an_sglang_rank_after_the_first_answers_health_only(docker):
+    """SGLang's ranks after the first run no tokenizer and no API, only a dummy health server
+    on --port: /health answers, /v1/models and chat completions are not there."""
+    port = free_port()
+    run = docker.start(
+        "--name",
+        "eng-rank1",
+        *docker.mount(),
+        SGLANG_IMAGE,
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/model",
+        "--port",
+        str(port),
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "1",
+        "--dist-init-addr",
+        "10.0.0.1:20000",
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while refused(port):
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.1)
+        assert get(port, "/health") == ""
+        for path, body in (("/v1/models", None), ("/v1/chat/completions", {"messages": []})):
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                get(port, path, body)
+            assert answer.value.code == 404
+    finally:
+        assert docker("stop", "eng-rank1").returncode == 0
+        run.communicate(timeout=10)

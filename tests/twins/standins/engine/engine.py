@@ -537,6 +537,11 @@ class Engine:
     ray_gpus: int = 0  # vLLM's Ray executor: the GPUs it places its workers on (0: no Ray)
     headless: str = ""  # vLLM --headless: the head's torch.distributed address ("": serves)
     nodes: int = 1  # --nnodes: the Sparks its NCCL communicator spans
+    # SGLang's ranks after the first (--node-rank >= 1 of --nnodes > 1) run no tokenizer and
+    # no API: only a dummy health server on --port (sglang/srt/utils launch_dummy_health_check_server,
+    # called from engine.py _launch_subprocesses for node_rank >= 1): /health, /health_generate
+    # and, in recent releases, /ping, each an empty 200.
+    health_only: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -843,6 +848,9 @@ def parse(release: Release, command: Command) -> Engine:
         ray_gpus=ray_gpus,
         headless=headless_address(options) if release.kind == "vllm" else "",
         nodes=options.get("nnodes") or 1,
+        health_only=release.kind == "sglang"
+        and (options.get("nnodes") or 1) > 1
+        and (options.get("node_rank") or 0) >= 1,
     )
 
 
@@ -873,6 +881,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        if self.engine.health_only:
+            if path in ("/health", "/health_generate", "/ping"):
+                self.reply(200, None)
+            else:
+                self.reply(404, {"detail": "Not Found"})
+            return
         if path == "/v1/models":
             self.reply(200, self.engine.models())
         elif path == "/health":
@@ -885,7 +899,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
-        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+        if self.engine.health_only or self.path.split("?", 1)[0] != "/v1/chat/completions":
             self.reply(404, {"detail": "Not Found"})
             return
         try:
