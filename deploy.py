@@ -1,5 +1,5 @@
 """
-Prepare one or two DGX Sparks to serve large language models:
+Prepare one to eight DGX Sparks (alone, a pair, or through a switch) to serve LLMs:
 
     pyinfra inventory.py deploy.py
 

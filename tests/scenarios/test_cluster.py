@@ -27,6 +27,10 @@ def cluster_spark(node: int) -> dict:
         "sysfs_root": harness.TWIN_SYSFS,
         "qsfp": harness.qsfp_plan(node),
         "engine": {"name": "sglang"},
+        # the link test on the twins: small sizes, and a threshold a veth through a bridge in
+        # a 2-core machine passes (the real one, 21.875 GB/s, is the default)
+        "link_test_sizes": ["64K", "1M"],
+        "link_test_min_busbw": 0.001,
     }
 
 
@@ -76,6 +80,28 @@ class TestThreeSparksOnASwitch:
         assert '"id": "Mistral-Small-4-119B-2603-NVFP4"' in models_answer(scenario.twins["clu-a"])
         for name in NAMES[1:]:  # only the head answers the API
             assert models_answer(scenario.twins[name]) == ""
+
+    def test_the_link_test_runs_on_every_spark_through_the_switch(self, scenario):
+        run = scenario.deploy(env={"SPARK_LINK_TEST_WHILE_SERVING": "1"}, deploy="linktest.py")
+        assert run.returncode == 0, run.explain()
+        said = run.stdout + run.stderr
+        print(said[said.find("--> Link test") :])  # the closing note quotes it
+        assert "--> Link test: all_gather and all_reduce through torch.distributed (nccl)" in said
+        assert f"3 Sparks, rendezvous at {HEAD_ADDRESS}:29500" in said
+        for rank, name in enumerate(NAMES):
+            [row] = [
+                line.split() for line in said.splitlines() if line.split()[:2] == [name, str(rank)]
+            ]
+            assert "NET/IB" in row and "200000" in " ".join(row), row
+        assert "PASS: all-gather bus bandwidth" in said and "GB/s at 1M >= 0.001 GB/s" in said
+        for twin in scenario.twins.values():
+            stored = json.loads(twin.exec("cat /var/lib/spark-deploy/linktest.json").stdout)
+            assert stored["passed"] is True and stored["nodes"] == 3
+        status = scenario.deploy(deploy="status.py")
+        assert status.returncode == 0, status.explain()
+        assert "passed" in status.stdout + status.stderr and "all-gather busbw" in (
+            status.stdout + status.stderr
+        )
 
     def test_a_switch_port_without_jumbo_frames_is_found_before_any_change(self, scenario):
         switch = scenario.switch
