@@ -83,15 +83,21 @@ def spark_refusal(name: str, plan: EnginePlan, ready: Readiness, while_serving: 
     return ""
 
 
-def group_refusal(target: Host, while_serving: bool) -> str:
-    """Why the Sparks of ``target``'s group cannot run the test together ("" when they can)."""
-    group = members(target)
-    problems = group_problems(
+def problems_of(group: list[Host]) -> list[str]:
+    """Why these Sparks cannot run the test together, from their places, plans and settings
+    and whether this run reaches each (engine_plan.linktest.group_problems)."""
+    return group_problems(
         {m.name: m.data.place for m in group},
         {m.name: m.data.get("engine_plan") for m in group},
         {m.name: m.data.spark for m in group},
         {m.name for m in group if state.is_host_in_limit(m)},
     )
+
+
+def group_refusal(target: Host, while_serving: bool) -> str:
+    """Why the Sparks of ``target``'s group cannot run the test together ("" when they can)."""
+    group = members(target)
+    problems = problems_of(group)
     if problems:
         return "; ".join(problems)
     for member in group:
@@ -235,12 +241,7 @@ def link_test_before_start(plan: EnginePlan | None, spark: SparkSettings, place:
             logging.WARNING,
         )
         return
-    problems = group_problems(
-        {m.name: m.data.place for m in group},
-        {m.name: m.data.get("engine_plan") for m in group},
-        {m.name: m.data.spark for m in group},
-        {m.name for m in group if state.is_host_in_limit(m)},
-    )
+    problems = problems_of(group)
     if problems:
         notices.add(host.name, "no link test before the first start: " + "; ".join(problems))
         return

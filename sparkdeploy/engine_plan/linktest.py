@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sparkdeploy.config.paths import CONTAINER_ENV, HF_ENV_FILE, LINK_TEST, NCCL_ENV
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Place
-from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.engine_plan.plan import EnginePlan, gpu_container
 
 CONTAINER = "spark-link-test"  # one name: a second run on the same Spark is refused by docker
 # What a multi-node engine container needs for NCCL to use the ConnectX-7 RDMA devices: the
@@ -61,21 +61,7 @@ def link_test_run(plan: EnginePlan, place: Place, spark: SparkSettings) -> LinkT
     host network and IPC, its environment files, its RDMA options and allowed docker
     options), the script mounted read-only at its own path, python3 in place of the image's
     entrypoint, the rendezvous variables last so they win over the environment files."""
-    words = [
-        "docker",
-        "run",
-        "--rm",
-        "--pull",
-        "never",
-        "--name",
-        CONTAINER,
-        "--gpus",
-        "all",
-        "--network",
-        "host",
-        "--ipc",
-        "host",
-    ]
+    words = ["docker", *gpu_container(CONTAINER), "--rm"]
     for env_file in env_files(plan, place):
         words += ["--env-file", env_file]
     options = rdma_options(plan)

@@ -91,6 +91,16 @@ def launch_of(settings: EngineSettings) -> Launch:
     return Launch(mode=mode, server=server_command(settings.name), wrapper=info.wrapper)
 
 
+def gpu_container(container: str) -> list[str]:
+    """The `docker run` options of every GPU container the deploy runs (the engine's, the link
+    test's): the image already on the Spark (spark-fetch put it there; a pull at start would
+    race the start timeout), every GPU, the host's network and IPC."""
+    return [
+        "run", "--pull", "never", "--name", container,
+        "--gpus", "all", "--network", "host", "--ipc", "host",
+    ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class EngineService:
     """

@@ -408,6 +408,15 @@ def wait_booted(twin: Twin) -> None:
     twin.pid = container_pid(twin.container)
 
 
+def labelled_run(name: str, container: str) -> tuple[str, ...]:
+    """`docker run -d` of a container of this namespace and checkout (a twin, the switch):
+    its name, hostname and the labels down() and destroy() find it by."""
+    return (
+        "run", "-d", "--name", container, "--hostname", name,
+        "--label", f"{NAMESPACE_LABEL}={namespace()}", "--label", f"{CHECKOUT_LABEL}={ROOT}",
+    )  # fmt: skip
+
+
 def run_container(name: str, container: str, image: str) -> int:
     """`docker run` twin `name`, its SSH published on a free port of 127.0.0.1; the port.
     Another suite (or any program) can take the port between free_port() and docker's bind:
@@ -416,16 +425,7 @@ def run_container(name: str, container: str, image: str) -> int:
         port = free_port(published_ports())
         try:
             docker(
-                "run",
-                "-d",
-                "--name",
-                container,
-                "--hostname",
-                name,
-                "--label",
-                f"{NAMESPACE_LABEL}={namespace()}",
-                "--label",
-                f"{CHECKOUT_LABEL}={ROOT}",
+                *labelled_run(name, container),
                 "--restart",
                 "always",
                 "--cap-add",
@@ -573,16 +573,7 @@ def start_switch(image: str, name: str = SWITCH_NAME) -> Switch:
     container = container_name(name)
     docker("rm", "-f", container, check=False)  # this namespace's own leftover, if any
     docker(
-        "run",
-        "-d",
-        "--name",
-        container,
-        "--hostname",
-        name,
-        "--label",
-        f"{NAMESPACE_LABEL}={namespace()}",
-        "--label",
-        f"{CHECKOUT_LABEL}={ROOT}",
+        *labelled_run(name, container),
         "--network",
         "none",
         "--cap-add",

@@ -14,7 +14,7 @@ from sparkdeploy.config.paths import (
     RAY_WAIT,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.engine_plan.plan import EnginePlan, EngineService
+from sparkdeploy.engine_plan.plan import EnginePlan, EngineService, gpu_container
 from sparkdeploy.escape import systemd_word
 from sparkdeploy.render import render
 
@@ -31,23 +31,7 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
     (allowed options only, one ``--option=value`` word each), the image, then the service's
     command.
     """
-    words = [
-        DOCKER,
-        "run",
-        # The image is on the Spark before the unit is written (spark-fetch); a missing one
-        # is the deploy's error, never a pull at boot racing the start timeout.
-        "--pull",
-        "never",
-        "--name",
-        service.container,
-        "--gpus",
-        "all",
-        "--network",
-        "host",
-        "--ipc",
-        "host",
-        *plan.rdma_args,
-    ]
+    words = [DOCKER, *gpu_container(service.container), *plan.rdma_args]
     for env_file in env_files:
         words += ["--env-file", env_file]
     for folder in plan.mounts:

@@ -939,16 +939,21 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-def ray_cluster():
-    """The Ray stand-in beside this file (the image's `ray`), for the cluster it runs here."""
+def sibling(name: str):
+    """A stand-in module beside this file (``name``.py), loaded without writing bytecode."""
     sys.dont_write_bytecode = True
-    path = Path(__file__).with_name("ray.py")
-    spec = importlib.util.spec_from_file_location("spark_twin_ray", path)
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"spark_twin_{name}", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def ray_cluster():
+    """The Ray stand-in beside this file (the image's `ray`), for the cluster it runs here."""
+    return sibling("ray")
 
 
 def place_on_ray(engine: Engine, stop: threading.Event) -> bool:
@@ -1020,14 +1025,7 @@ def watch_ray(engine: Engine, lost: threading.Event, on_lost) -> None:
 
 def nccl_module():
     """The NCCL stand-in beside this file (which network NCCL would choose in this container)."""
-    sys.dont_write_bytecode = True
-    path = Path(__file__).with_name("nccl.py")
-    spec = importlib.util.spec_from_file_location("spark_twin_nccl", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sibling("nccl")
 
 
 def spans_nodes(engine: Engine) -> bool:
