@@ -63,8 +63,8 @@ def test_a_vllm_pair_runs_natively_one_unit_per_spark_both_ranks():
         ]  # fmt: skip
         assert ("--headless" in argv) == (rank == 1)
         assert "--pipeline-parallel-size" not in argv  # 1, the engine's default
-    assert description(other, other.main).endswith("node 1 of 2 (headless)")
-    assert description(head, head.main).endswith("node 0 of 2, serving the API")
+    assert description(other, other.main).endswith("rank 1 of 2 Sparks, no API")
+    assert description(head, head.main).endswith("rank 0 of 2 Sparks, serving the API")
 
 
 def test_vllm_on_three_sparks_is_tensor_parallel_three_by_default():

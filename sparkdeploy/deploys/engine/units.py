@@ -65,12 +65,12 @@ def stop_command(service: EngineService) -> list[str]:
 
 def description(plan: EnginePlan, service: EngineService) -> str:
     """The unit's Description=: the engine and model, and on several Sparks this node's
-    rank among them and whether it serves the API (rank 0) or runs headless."""
+    rank among them (from 0, the head) and whether it serves the API (only the head does)."""
     serving = f"{plan.engine} serving {plan.served_model_name}"
     node = ""
     if plan.nodes > 1:
-        node = f", node {plan.rank} of {plan.nodes}" + (
-            ", serving the API" if service.serves_api else " (headless)"
+        node = f", rank {plan.rank} of {plan.nodes} Sparks" + (
+            ", serving the API" if service.serves_api else ", no API"
         )
     return {
         "server": serving + node,
