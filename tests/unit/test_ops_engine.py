@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 
-from sparkdeploy.deploys.engine.serve import HEALTH_TIMEOUT, _check_health, retired, serving
+from sparkdeploy.deploys.engine.serve import (
+    HEALTH_TIMEOUT,
+    _check_health,
+    leaving_ray,
+    retired,
+    serving,
+)
 from sparkdeploy.facts.host_state import SparkHostState
 from tests.unit.operations import Outcome, given, host_state, run, spark
+from tests.unit.test_engine_clusters import plan as plan_cluster
 
 UNIT = "spark-engine-sglang.service"
 HEALTH = "call _check_health"
@@ -122,3 +129,22 @@ def test_the_unit_and_container_of_a_retired_path_are_quoted():
     commands = retired_with([f"/etc/systemd/system/{unit}"]).commands
     assert shlex.quote(unit) in commands[0]
     assert shlex.quote(unit.removesuffix(".service")) in commands[1]
+
+
+def test_retiring_the_ray_units_of_a_vllm_pair_that_turned_native_is_said():
+    old = [
+        "/etc/sudoers.d/spark-deploy-spark-engine-vllm-ray-head",
+        "/etc/systemd/system/spark-engine-vllm-ray-head.service",
+    ]
+    plans, _, _ = plan_cluster(2, {"name": "vllm"})
+    said = leaving_ray(plans["spark-1"], old)
+    assert said.startswith("vLLM across the Sparks now runs its own multi-node mode")
+    assert "spark-engine-vllm-ray-head.service retired" in said
+    assert "--distributed-executor-backend: ray" in said
+    ray_plans, _, _ = plan_cluster(
+        2, {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}}
+    )
+    assert leaving_ray(ray_plans["spark-1"], old) == ""  # Ray kept: nothing to say
+    assert leaving_ray(plans["spark-1"], old[:1]) == ""  # no unit retired
+    sglang, _, _ = plan_cluster(2, {"name": "sglang"})
+    assert leaving_ray(sglang["spark-1"], old) == ""

@@ -8,6 +8,7 @@ a health check after every start.
 from __future__ import annotations
 
 import json
+import logging
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
@@ -154,6 +155,20 @@ def image_accepts(plan: EnginePlan):
     host.noop(f"{plan.image} ({reading.get('id', '')[:19]}) takes every flag of the plan")
 
 
+def leaving_ray(plan: EnginePlan, paths: list[str]) -> str:
+    """What to tell the operator when a vLLM plan without Ray retires the Ray units an
+    earlier deploy wrote (vLLM's own multi-node mode became the default): "" otherwise."""
+    units = [path.rsplit("/", 1)[1] for path in paths if path.endswith(".service")]
+    ray_units = [unit for unit in units if "-ray-" in unit]
+    if plan.engine != "vllm" or not ray_units or any(s.role != "server" for s in plan.services):
+        return ""
+    return (
+        f"vLLM across the Sparks now runs its own multi-node mode, without Ray: "
+        f"{', '.join(ray_units)} retired (stopped, disabled, removed). To keep Ray, add "
+        "--distributed-executor-backend: ray to engine.args (the image must have `ray`)"
+    )
+
+
 @operation()
 def retired(paths: list[str]):
     """
@@ -215,10 +230,10 @@ def serve_model() -> None:
     if plan is not None:
         image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
     planned = {file.path for file in engine_files(plan)}
-    retired(
-        name="Retire engine files no longer planned",
-        paths=sorted(path for path in state.owned if path not in planned),
-    )
+    leaving = sorted(path for path in state.owned if path not in planned)
+    if plan is not None and leaving and (notice := leaving_ray(plan, leaving)):
+        notices.add(host.name, notice, logging.INFO)
+    retired(name="Retire engine files no longer planned", paths=leaving)
     if plan is None:
         return
     env_file = CONTAINER_ENV.format(name=plan.name)
