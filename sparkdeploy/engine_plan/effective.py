@@ -409,6 +409,7 @@ def effective_env(
         env |= scoped(engine["speculative"]["env"], version, model)
     if multinode is not None:
         env |= scoped(engine["multinode"]["env"], version, model)
+        env |= scoped(multinode_profile(settings).get("extra_env") or {}, version, model)
     # A value that is only a placeholder without a value here (no fabric address) is left
     # out rather than set empty: an empty host-IP variable would still be read.
     env = {

@@ -214,12 +214,14 @@ def test_vllm_ray_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
     assert "/tmp/spark-engine-vllm.pid" in stop and "/tmp/spark-engine-vllm.pid" in server[5]
 
 
-def test_vllm_pair_environment_turns_off_rays_memory_monitor():
-    inv = inventory({"name": "vllm"}, pair=True)
-    for plan in inv.engine_plans.values():
-        env = dict(plan.env)
-        assert env["RAY_memory_monitor_refresh_ms"] == "0"
-        assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
+def test_a_vllm_ray_pair_environment_turns_off_rays_memory_monitor_and_only_with_ray():
+    for engine, ray in (({"name": "vllm"}, False), (RAY_VLLM, True)):
+        inv = inventory(engine, pair=True)
+        for plan in inv.engine_plans.values():
+            env = dict(plan.env)
+            assert ("RAY_memory_monitor_refresh_ms" in env) == ray
+            assert env.get("RAY_memory_monitor_refresh_ms", "0") == "0"
+            assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == "enp1s0f0np0"
 
 
 def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
