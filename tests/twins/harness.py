@@ -478,29 +478,21 @@ def start_twin(name: str, image: str) -> Twin:
     return twin
 
 
+def veth_pair(pid: int, name: str, peer: str, peer_pid: int) -> None:
+    """A veth pair made inside the network namespace of process `pid` (a twin), `name` there
+    and `peer` in the namespace of `peer_pid` (the other twin, or the switch): never on the
+    host."""
+    run("nsenter", "-t", str(pid), "-n", "ip", "link", "add", name, "type", "veth",
+        "peer", "name", peer, "netns", str(peer_pid))  # fmt: skip
+
+
 def link_cable(a: Twin, b: Twin) -> None:
     """Plug the QSFP cable: one veth pair per rail, made right inside the two twins' network
     namespaces under the ConnectX-7 port names. NetworkManager sees each port appear under
     its final name, as a udev-named port on a Spark (a port renamed after it appeared would
     first get NetworkManager's default DHCP profile)."""
     for ifname in RAILS:
-        run(
-            "nsenter",
-            "-t",
-            str(a.pid),
-            "-n",
-            "ip",
-            "link",
-            "add",
-            ifname,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            ifname,
-            "netns",
-            str(b.pid),
-        )
+        veth_pair(a.pid, ifname, ifname, b.pid)
         for twin in (a, b):
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
 
@@ -600,23 +592,7 @@ def plug(switch: Switch, twin: Twin) -> None:
     twin.switch = switch
     for rail, ifname in enumerate(RAILS):
         end = switch_port(port, rail)
-        run(
-            "nsenter",
-            "-t",
-            str(twin.pid),
-            "-n",
-            "ip",
-            "link",
-            "add",
-            ifname,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            end,
-            "netns",
-            str(switch.pid),
-        )
+        veth_pair(twin.pid, ifname, end, switch.pid)
         switch.ip("link", "set", end, "mtu", str(switch.port_mtu(port, rail)))
         switch.ip("link", "set", end, "master", bridge_name(rail), "up")
         run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
