@@ -224,12 +224,16 @@ def test_progress_is_shown_until_the_job_is_done():
 def test_a_running_job_is_attached_to_and_an_earlier_failure_reported_before_the_retry():
     job, other = fetch.model_jobs(spark(**REPOS).data.spark, "nvidia")
     before = [
-        status(job, state="running"),
+        status(job, state="running", phase="download", done=10**9, total=4 * 10**9, rate=10**8),
         status(other, unit="failed", state="failed", error="hf download failed", lines=["boom"]),
     ]
     done = [status(j, unit="inactive", state="done") for j in (job, other)]
     _, logged = watching([before, done], [job, other])
-    assert f"attaching to {job.unit}, still running" in logged[0]
+    # where it stands, at once: the job may end before the first progress line
+    assert logged[0].endswith(
+        f"attaching to {job.unit}, still running: model {REPOS['model_repo']}: "
+        "1.0 GB of 4.0 GB (25%), 100.0 MB/s, 30s left"
+    ), logged[0]
     assert "the last attempt: model" in logged[1] and "hf download failed" in logged[1]
     assert "\n    boom" in logged[1] and "retrying now" in logged[1]
 
@@ -284,9 +288,7 @@ def test_a_copy_shows_its_bytes_and_a_wait_for_the_head_says_so():
         job_line(copying, terminal=False) == "m (from a): 1.0 GB of 2.0 GB (50%), 1.0 GB/s, 1s left"
     )
     waiting = {"label": "m (from a)", "phase": "waiting"}
-    assert job_line(waiting, terminal=False) == (
-        "m (from a): waiting until the head of the pair has it whole"
-    )
+    assert job_line(waiting, terminal=False) == ("m (from a): waiting until the head has it whole")
 
 
 def test_a_total_not_known_yet_shows_the_bytes_and_rate_only():

@@ -34,6 +34,7 @@ from sparkdeploy.config.topology import End, Place
 from sparkdeploy.deploys.fetch.progress import (
     failure_text,
     finished_line,
+    job_line,
     progress_line,
 )
 from sparkdeploy.deploys.managed import managed_file
@@ -237,7 +238,10 @@ def _fetch(
     units = {job.id: job.unit for job in jobs}
     for status in read_statuses(host, jobs) if jobs else ():
         if status["unit"] in ("active", "activating"):
-            logger.info(f"{host.print_prefix}attaching to {units[status['id']]}, still running")
+            logger.info(
+                f"{host.print_prefix}attaching to {units[status['id']]}, still running: "
+                f"{job_line(status, False)}"
+            )
         elif status.get("state") == "failed":
             logger.warning(
                 f"{host.print_prefix}the last attempt: {failure_text(status, units[status['id']])}"

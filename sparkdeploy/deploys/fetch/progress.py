@@ -41,7 +41,7 @@ PHASES = {
     "seal": "checking the folder",
     "present": "on the Spark",
     "read": "reading the image",
-    "waiting": "waiting until the head of the pair has it whole",
+    "waiting": "waiting until the head has it whole",
     "done": "done",
 }
 MOVING = ("download", "pull", "copy")  # the phases that move bytes
