@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from tests.scenarios.conftest import assert_idempotent
-from tests.scenarios.test_engine import TOKEN_ENV, models_answer, state
+from tests.scenarios.test_engine import TOKEN_ENV, fabric_spark, models_answer, state
 from tests.twins import harness
 
 NAMES = ("clu-a", "clu-b", "clu-c")
@@ -21,17 +21,14 @@ HEAD_ADDRESS = harness.qsfp_plan(1)[0]["address"].split("/")[0]
 
 
 def cluster_spark(node: int) -> dict:
-    return {
-        "model_repo": harness.MODEL["model_repo"],
-        "model_base_repo": harness.MODEL["model_base_repo"],
-        "sysfs_root": harness.TWIN_SYSFS,
-        "qsfp": harness.qsfp_plan(node),
-        "engine": {"name": "sglang"},
+    return fabric_spark(
+        node,
+        {"name": "sglang"},
         # the link test on the twins: small sizes, and a threshold a veth through a bridge in
         # a 2-core machine passes (the real one, 21.875 GB/s, is the default)
-        "link_test_sizes": ["64K", "1M"],
-        "link_test_min_busbw": 0.001,
-    }
+        link_test_sizes=["64K", "1M"],
+        link_test_min_busbw=0.001,
+    )
 
 
 def container_args(twin: harness.Twin) -> list[str]:

@@ -184,6 +184,18 @@ class TestEngineThatCrashes:
         assert "Fix: Use --attention-backend triton" in run.stderr
 
 
+def fabric_spark(node: int, engine: dict, **keys) -> dict:
+    """Spark ``node`` of a pair or cluster serving the model (no draft) with ``engine``."""
+    return {
+        "model_repo": harness.MODEL["model_repo"],
+        "model_base_repo": harness.MODEL["model_base_repo"],
+        "sysfs_root": harness.TWIN_SYSFS,
+        "qsfp": harness.qsfp_plan(node),
+        "engine": engine,
+        **keys,
+    }
+
+
 def pair_spark(node: int) -> dict:
     return {
         **harness.MODEL,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from tests.scenarios.conftest import assert_idempotent
-from tests.scenarios.test_engine import TOKEN_ENV, models_answer, state
+from tests.scenarios.test_engine import TOKEN_ENV, fabric_spark, models_answer, state
 from tests.twins import harness
 
 UNIT = "spark-engine-vllm.service"
@@ -22,13 +22,7 @@ HEAD_ADDRESS = harness.qsfp_plan(1)[0]["address"].split("/")[0]
 
 
 def native_spark(node: int) -> dict:
-    return {
-        "model_repo": harness.MODEL["model_repo"],
-        "model_base_repo": harness.MODEL["model_base_repo"],
-        "sysfs_root": harness.TWIN_SYSFS,
-        "qsfp": harness.qsfp_plan(node),
-        "engine": {"name": "vllm", "image": IMAGE},
-    }
+    return fabric_spark(node, {"name": "vllm", "image": IMAGE})
 
 
 def container_args(twin: harness.Twin) -> list[str]:

@@ -30,7 +30,7 @@ from sparkdeploy.config.paths import (
     MODEL_CHECK_BIN,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.config.topology import End, Place
+from sparkdeploy.config.topology import Place
 from sparkdeploy.deploys.fetch.progress import (
     failure_text,
     finished_line,
@@ -158,18 +158,10 @@ def copy_link(place: Place) -> CopyLink | None:
     over). A pair and three to eight Sparks through a switch alike."""
     if not place.linked or len(place.members) != place.nodes:
         return None
-    rail = place.rails[0]
-    everyone = sorted(
-        (*rail.ends, End(place.name, rail.interface, rail.ip)),
-        key=lambda end: place.members.index(end.ip),
-    )
-    others = [end for end in everyone if end.name != place.head]
-    return CopyLink(
-        place.head,
-        place.head_ip,
-        tuple(end.ip for end in others),
-        tuple(end.name for end in others),
-    )
+    names = [end.name for end in place.rails[0].ends]  # the others, in rank order
+    names.insert(place.rank, place.name)
+    # members and names are in rank order, the head first
+    return CopyLink(place.head, place.head_ip, place.members[1:], tuple(names[1:]))
 
 
 def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
