@@ -275,6 +275,16 @@ class EngineSettings(BaseModel):
         "is refused with the list of rules; an accepted rule that does not fire is a warning.",
     )
 
+    rollback: bool = Field(
+        True,
+        description="Keep on the Spark the last configuration that passed its health check "
+        "(the engine's unit, container environment and shipped files) and go back to it when "
+        "a changed one does not become healthy (crash, crash loop, health timeout): the run "
+        "fails with the diagnosis of the new configuration while the Spark serves with the "
+        "last good one. One Spark per engine: Sparks serving one model together are not "
+        "rolled back yet. false: a failed start stays failed, as before.",
+    )
+
     alerts: bool = Field(
         False,
         description="Render Prometheus alert rules and a scrape config for the engine under "

@@ -61,6 +61,12 @@ FETCH_BIN = "/usr/local/sbin/spark-fetch"
 FETCH_UNIT = SYSTEMD_DIR + "/spark-fetch@.service"
 FETCH_JOBS = "/var/lib/spark-deploy/fetch"
 IMAGE_READINGS = "/var/lib/spark-deploy/images"
+# The last engine configuration that passed its health check, and the last rollback to it
+# (engine.rollback): spark-engine-rollback keeps them under ROLLBACK_STATE (copies root-only,
+# the manifest and the rollback record 0644 for the status table).
+ROLLBACK_BIN = "/usr/local/sbin/spark-engine-rollback"
+ROLLBACK_STATE = "/var/lib/spark-deploy/rollback"
+ROLLBACK_KEPT = ROLLBACK_STATE + "/last-good/manifest.json"
 OOM_DROP_IN = SYSTEMD_DIR + "/{unit}.d/spark-deploy-oom.conf"
 CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file
 ENGINE_UNIT = SYSTEMD_DIR + "/{unit}"
@@ -162,6 +168,7 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
         ManagedFile(MODEL_CHECK_BIN, mode="755"),
         ManagedFile(RAY_WAIT, mode="755"),
         ManagedFile(LINK_TEST, mode="755"),
+        ManagedFile(ROLLBACK_BIN, mode="755"),
         ManagedFile(FETCH_BIN, mode="755"),
         ManagedFile(FETCH_UNIT),
         *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),
@@ -169,6 +176,16 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
     if spark.qsfp:
         files.append(ManagedFile(NCCL_ENV, read_by="qsfp_network"))
     return files
+
+
+def engine_config_files(plan: PlanFiles) -> list[str]:
+    """The files that make up how the engine runs (what a rollback puts back): the
+    container environment, the units and the files shipped with it (engine.files, mods)."""
+    return [
+        CONTAINER_ENV.format(name=plan.name),
+        *(ENGINE_UNIT.format(unit=service.unit) for service in plan.services),
+        *(shipped_path(plan.name, item.kind, item.name) for item in plan.shipped),
+    ]
 
 
 def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:

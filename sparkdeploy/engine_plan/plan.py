@@ -148,6 +148,10 @@ class EnginePlan:
     shipped: tuple[Shipped, ...] = ()  # engine.files and engine.mods, written on the Spark
     version: str = ""  # the release whose catalogue the flags were checked against
     flags: tuple[str, ...] = ()  # the server's flags as the unit writes them (argv words)
+    # Go back to the last configuration that passed its health check when a changed one does
+    # not (engine.rollback); on one Spark only: the ranks of a pair would have to go back
+    # together.
+    rollback: bool = False
 
     @property
     def main(self) -> EngineService:
@@ -357,6 +361,7 @@ def plan_engine(
         launch=launch.mode,
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,
+        rollback=settings.rollback and not multinode,
         alerts=AlertPlan(
             engine=settings.name,
             version=settings.version,

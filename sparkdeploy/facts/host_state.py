@@ -17,6 +17,7 @@ from sparkdeploy.config.paths import (
     HF_CLI_VENV,
     HOME,
     IMAGE_READINGS,
+    ROLLBACK_KEPT,
     managed_files,
 )
 from sparkdeploy.escape import shell
@@ -47,6 +48,7 @@ class HostState:
     owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
     image_id: str = ""  # ID of the engine image on the Spark, "" when it is not there
     image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
+    kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
 
 
 # Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
@@ -103,6 +105,7 @@ class SparkHostState(FactBase):
         owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
         image sha256:9f2a6c1e0b7d4c5a8e3f1b2d6c7a8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9
         reading {"id": "sha256:9f2a...", "engine": "sglang", "release": "0.5.10", "ray": false, "flags": ["--port"]}
+        kept 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
@@ -157,6 +160,7 @@ class SparkHostState(FactBase):
                         'printf "image %s\\n" "${id:--}"',
                         f'r={IMAGE_READINGS}/"${{id#sha256:}}".json',
                         '[ -z "$id" ] || [ ! -s "$r" ] || printf "reading %s\\n" "$(cat "$r")"',
+                        f"[ -e {ROLLBACK_KEPT} ] && echo 'kept 1' || echo 'kept 0'",
                     ]
                     if image
                     else []
@@ -216,6 +220,7 @@ class SparkHostState(FactBase):
             owned=frozenset(owned),
             image_id="" if values.get("image", "-") == "-" else values["image"],
             image_reading=reading,
+            kept=values.get("kept") == "1",
         )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase, Host
 
+from sparkdeploy.config.paths import ROLLBACK_BIN
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
@@ -50,6 +51,9 @@ class Status:
     api: Api | None  # None when this Spark serves no API
     network: Network  # empty when the Spark has no QSFP rails
     link_test: LinkResult | None = None  # the last stored link test result (linktest.py)
+    # spark-engine-rollback state: the kept configuration and the last rollback, or None
+    # when the Spark does not say (no engine with rollback, or the script not installed)
+    rollback: dict | None = None
 
 
 def parse_api(value: str) -> Api:
@@ -62,6 +66,15 @@ def parse_api(value: str) -> Api:
     except (ValueError, KeyError, TypeError):
         return Api(status, (), f"not a model list: {text[:80]}")
     return Api(status, models, "")
+
+
+def parse_rollback(value: str) -> dict | None:
+    """The ``rollback=`` line: what spark-engine-rollback state printed, None when nothing."""
+    try:
+        found = json.loads(value)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 class SparkStatus(FactBase):
@@ -93,6 +106,7 @@ class SparkStatus(FactBase):
         unit.spark-engine-sglang.service=UnitFileState=enabled
         unit.spark-engine-sglang.service=ActiveEnterTimestamp=Tue 2026-03-24 10:12:03 UTC
         api=0 {"object":"list","data":[{"id":"Mistral-Small-4-119B-2603-NVFP4","object":"model"}]}
+        rollback={"kept": {"live": true, "saved": "2026-11-24T03:10:00Z", "units": ["spark-engine-sglang.service"]}, "rollback": null}
         linktest={"when": "2026-11-23T10:00:00Z", "passed": true, "verdict": "...", "nodes": 2, "min_busbw": 21.875, "results": [{"op": "all_gather", "size": 17179869184, "busbw": 23.41}]}
         nm=running
         link=4: enp1s0f0np0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP mode DEFAULT
@@ -125,6 +139,7 @@ class SparkStatus(FactBase):
         pings: list[tuple[str, str, int]],
         sysfs_root: str,
         env_file: str,
+        rollback: bool = False,
     ) -> str:
         q = shell
         lines = [
@@ -138,6 +153,11 @@ class SparkStatus(FactBase):
                 for unit in units
             ),
             *(captured("api", f"curl -sS -f -m {API_TIMEOUT} {q(api_url)}") if api_url else []),
+            *(
+                [f"printf 'rollback=%s\\n' \"$({ROLLBACK_BIN} state 2>/dev/null)\""]
+                if rollback
+                else []
+            ),
         ]
         if interfaces:
             lines.append(result_line())
@@ -165,6 +185,7 @@ class SparkStatus(FactBase):
             api=parse_api(values["api"]) if "api" in values else None,
             network=QsfpNetwork().process(output),
             link_test=parse_result(values.get("linktest", "")),
+            rollback=parse_rollback(values.get("rollback", "")),
         )
 
 
@@ -175,6 +196,7 @@ def status_arguments(target: Host) -> dict:
     return {
         "model_dir": spark.model_dir,
         "units": list(plan.units) if plan else [],
+        "rollback": plan is not None and plan.rollback,
         "api_url": (
             f"http://{API_HOST}:{plan.port}/v1/models"
             if plan is not None and plan.serves_api

@@ -170,6 +170,31 @@ def engine_row(plan: EnginePlan | None, status: Status) -> Row:
     return Row("engine", OK, f"ready, serving {plan.served_model_name} on {API_HOST}:{plan.port}")
 
 
+def config_row(plan: EnginePlan | None, status: Status) -> list[Row]:
+    """Which engine configuration is live: the last one that passed its health check
+    (engine.rollback keeps it) or a changed one not yet healthy; and the last rollback."""
+    if plan is None or not plan.rollback:
+        return []
+    said = status.rollback
+    if said is None:
+        return [Row("config", WARN, "spark-engine-rollback did not answer (deploy again)")]
+    back = said.get("rollback")
+    last = ""
+    if back:
+        healthy = "healthy again" if back.get("healthy") else "NOT healthy"
+        last = f"; rolled back {back.get('time')} ({back.get('why')}): {healthy}"
+    kept = said.get("kept")
+    if kept is None:
+        return [Row("config", WARN, "nothing kept yet: no configuration passed a health check")]
+    if back and not back.get("healthy"):
+        return [Row("config", FAIL, f"last good kept {kept.get('saved')}{last}")]
+    if kept.get("live"):
+        return [Row("config", OK, f"live = last good (kept {kept.get('saved')}){last}")]
+    return [
+        Row("config", WARN, f"live differs from the last good (kept {kept.get('saved')}){last}")
+    ]
+
+
 def status_rows(
     spark: SparkSettings, plan: EnginePlan | None, rails: tuple[Rail, ...], status: Status
 ) -> list[Row]:
@@ -183,6 +208,7 @@ def status_rows(
         *gid_rows(spark, status.network),
         *link_test_rows(rails, status),
         *unit_rows(plan, status),
+        *config_row(plan, status),
         engine_row(plan, status),
     ]
 

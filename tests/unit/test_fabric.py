@@ -26,7 +26,7 @@ from sparkdeploy.knowledge.profiles import profile, scoped
 from sparkdeploy.knowledge.signatures import diagnose
 from tests.unit.test_engine_profiles import settings_for
 from tests.unit.test_engine_units import exec_start, inventory, units
-from tests.unit.test_ops_engine import serving_with
+from tests.unit.test_ops_engine import UNIT, serving_with
 
 ROOT = Path(__file__).resolve().parents[2]
 JOURNALS = Path(__file__).parent / "fixtures" / "journals"
@@ -312,8 +312,8 @@ def test_serving_checks_nccl_with_the_api_on_the_head_and_alone_elsewhere():
     head = serving_with(None, nccl=True).callbacks
     rank = serving_with(None, health=False, nccl=True).callbacks
     alone = serving_with(None, health=False).callbacks
-    assert [(c.function, c.kwargs) for c in head + rank] == [
-        (_check_health, {"nccl": True, "api": True}),
-        (_check_health, {"nccl": True, "api": False}),
+    assert [(c.function, c.args[1], c.kwargs["nccl"]) for c in head + rank] == [
+        (_check_health, ["--port", "30000", "--nccl", "--unit", UNIT, "--timeout", "1800"], True),
+        (_check_health, ["--no-api", "--nccl", "--unit", UNIT, "--timeout", "1800"], True),
     ]
     assert alone == []

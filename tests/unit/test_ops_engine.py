@@ -80,8 +80,11 @@ def test_the_health_check_gets_the_unit_port_and_timeout():
     default = serving_with(None).callbacks
     asked = serving_with(None, port=8000, timeout=60).callbacks
     assert [(c.function, c.args) for c in default + asked] == [
-        (_check_health, (UNIT, 30000, HEALTH_TIMEOUT)),
-        (_check_health, (UNIT, 8000, 60)),
+        (
+            _check_health,
+            (UNIT, ["--port", "30000", "--unit", UNIT, "--timeout", str(HEALTH_TIMEOUT)]),
+        ),
+        (_check_health, (UNIT, ["--port", "8000", "--unit", UNIT, "--timeout", "60"])),
     ]
 
 

@@ -25,11 +25,13 @@ from sparkdeploy.config.paths import (
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
+    ROLLBACK_BIN,
     engine_files,
     shipped_path,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.deploys.engine.units import DOCKER, unit_text
+from sparkdeploy.deploys.engine.rollback import Keep, keep_of, kept_before_change
+from sparkdeploy.deploys.engine.units import DOCKER, health_words, unit_text
 from sparkdeploy.deploys.linktest import link_test_before_start
 from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
@@ -45,23 +47,44 @@ HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~
 
 
 def _check_health(
-    state, host, unit: str, port: int, timeout: int, nccl: bool = False, api: bool = True
+    state, host, unit: str, words: list[str], nccl: bool = False, keep: Keep | None = None
 ) -> None:
-    """Run spark-engine-health on the Spark: the API answers (``api``) and, on a multi-node
-    engine (``nccl``), NCCL chose RDMA according to the unit's own journal."""
-    words = ["--port", str(port)] if api else ["--no-api"]
-    words += ["--nccl"] if nccl else []
-    command = StringCommand(ENGINE_HEALTH, *words, "--unit", unit, "--timeout", str(timeout))
-    ok, output = host.run_shell_command(command, _sudo=True)
+    """Run spark-engine-health on the Spark with ``words`` (health_words): the API answers
+    and, on a multi-node engine (``nccl``), NCCL chose RDMA according to the unit's journal.
+    With ``keep`` (engine.rollback), a configuration that passes is kept as the last good
+    one, and one that fails is replaced by the last good one, which must then pass."""
+    ok, output = host.run_shell_command(StringCommand(ENGINE_HEALTH, *words), _sudo=True)
     if not ok:
         found = diagnose(output.output)
         known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
             "\n  no known GB10 failure signature matched; the journal lines are above"
         )
-        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}")
+        why = found[0].signature.id if found else "not healthy"
+        back = _roll_back(host, keep, why) if keep else ""
+        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}{back}")
     said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
     for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
         logger.info(f"{host.print_prefix}{line}")
+    if keep:
+        ok, output = host.run_shell_command(keep.save(), _sudo=True)
+        if not ok:
+            raise OperationError(f"the healthy configuration was not kept:\n{output.output}")
+
+
+def _roll_back(host, keep: Keep, why: str) -> str:
+    """Put the last good configuration back and check it; what to add to the failure."""
+    ok, output = host.run_shell_command(keep.restore(f"{keep.units[0]}: {why}"), _sudo=True)
+    said = output.stdout.strip().splitlines()
+    if ok:
+        return (
+            f"\nRolled back: {said[0] if said else 'the last good configuration'}; it is "
+            f"healthy and serving again ({said[-1] if said else ''}). The new configuration "
+            "stays in the inventory: fix it, or set engine.rollback: false to keep a failed "
+            "start as it is."
+        )
+    if "nothing to go back to" in output.stdout:
+        return "\nNo earlier configuration passed a health check on this Spark: nothing to roll back to."
+    return f"\nRolling back did not help: the last good configuration failed too:\n{output.output}"
 
 
 @operation()
@@ -73,6 +96,7 @@ def serving(
     health: bool = True,
     timeout: int = HEALTH_TIMEOUT,
     nccl: bool = False,
+    keep: Keep | None = None,
 ):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
@@ -89,6 +113,8 @@ def serving(
     + timeout: seconds the health check waits
     + nccl: a rank of a multi-node engine: after a start its journal must show NCCL on RDMA
       (NET/IB), checked with the API on the head and alone on the other ranks
+    + keep: the configuration as spark-engine-rollback keeps it (engine.rollback): kept when
+      healthy, replaced by the last good one when not
 
     **Example:**
 
@@ -105,7 +131,8 @@ def serving(
         host.noop(f"{unit} is enabled and running")
         return
     if health or nccl:
-        yield FunctionCommand(_check_health, (unit, port, timeout), {"nccl": nccl, "api": health})
+        words = health_words(unit, port, timeout, nccl=nccl, api=health)
+        yield FunctionCommand(_check_health, (unit, words), {"nccl": nccl, "keep": keep})
 
 
 def _judge_image(plan: EnginePlan, reading: dict) -> None:
@@ -225,6 +252,11 @@ def serve_model() -> None:
     managed_file(
         name="Install spark-link-test", path=LINK_TEST, content=file_text("spark-link-test")
     )
+    managed_file(
+        name="Install spark-engine-rollback",
+        path=ROLLBACK_BIN,
+        content=file_text("spark-engine-rollback"),
+    )
     # The image is judged before anything of the engine changes: a plan it refuses (Ray asked
     # of an image without it) leaves the units that serve now in place.
     if plan is not None:
@@ -238,11 +270,24 @@ def serve_model() -> None:
         return
     env_file = CONTAINER_ENV.format(name=plan.name)
     env_text = render("engine.env.j2", plan=plan)
-    env_changed = differs(env_file, env_text)
     # engine.files and engine.mods: the container reads them at start, so a change restarts it.
-    for item in plan.shipped:
-        path = shipped_path(plan.name, item.kind, item.name)
-        env_changed = differs(path, item.content) or env_changed
+    shipped = {shipped_path(plan.name, item.kind, item.name): item for item in plan.shipped}
+    env_changed = differs(env_file, env_text)
+    env_changed = (
+        any([differs(path, item.content) for path, item in shipped.items()]) or env_changed
+    )
+    units = {service.unit: unit_text(plan, service, spark, env_file) for service in plan.services}
+    changed = {unit: differs(ENGINE_UNIT.format(unit=unit), text) for unit, text in units.items()}
+    # What serves now is kept before it changes, when no good configuration is kept yet.
+    words = health_words(plan.unit, plan.port, HEALTH_TIMEOUT)
+    keep = keep_of(plan, words)
+    kept_before_change(
+        name="Keep the configuration that serves now as the last good one",
+        keep=keep,
+        unit=plan.unit,
+        changing=env_changed or any(changed.values()),
+    )
+    for path, item in shipped.items():
         managed_file(
             name=f"Ship {'mod' if item.kind == 'mod' else 'file'} {item.name}",
             path=path,
@@ -251,13 +296,15 @@ def serve_model() -> None:
     managed_file(
         name=f"Write the {plan.engine} container environment", path=env_file, content=env_text
     )
-    changed: dict[str, bool] = {}
     unit_ops = []
     for service in plan.services:
-        unit_file = ENGINE_UNIT.format(unit=service.unit)
-        unit = unit_text(plan, service, spark, env_file)
-        changed[service.unit] = differs(unit_file, unit)
-        unit_ops.append(managed_file(name=f"Write {service.unit}", path=unit_file, content=unit))
+        unit_ops.append(
+            managed_file(
+                name=f"Write {service.unit}",
+                path=ENGINE_UNIT.format(unit=service.unit),
+                content=units[service.unit],
+            )
+        )
         managed_file(
             name=f"Let {spark.user} start, stop, restart and see {service.unit} (sudoers)",
             path=ENGINE_SUDOERS.format(name=service.unit_base),
@@ -282,4 +329,5 @@ def serve_model() -> None:
             # Each rank's server logs the network its NCCL chose (a Ray worker's go to the
             # head's server): on RDMA, or the check fails naming the fallback's cause.
             nccl=plan.nodes > 1 and service.role == "server",
+            keep=keep if service.unit == plan.unit else None,
         )

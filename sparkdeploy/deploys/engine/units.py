@@ -105,3 +105,13 @@ def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings, en
         stop=[systemd_word(word) for word in stop_command(service)],
         start_timeout=spark.memory_guard_timeout + 120 + (RAY_WAIT_TIMEOUT if wait else 0),
     )
+
+
+def health_words(
+    unit: str, port: int, timeout: int, nccl: bool = False, api: bool = True
+) -> list[str]:
+    """The arguments of spark-engine-health for one unit: its API on ``port`` (``api``) and,
+    on a rank of a multi-node engine (``nccl``), NCCL's network in its journal."""
+    words = ["--port", str(port)] if api else ["--no-api"]
+    words += ["--nccl"] if nccl else []
+    return [*words, "--unit", unit, "--timeout", str(timeout)]
