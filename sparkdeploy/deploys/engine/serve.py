@@ -69,6 +69,7 @@ def _check_health(
         ok, output = host.run_shell_command(keep.save(), _sudo=True)
         if not ok:
             raise OperationError(f"the healthy configuration was not kept:\n{output.output}")
+        logger.info(f"{host.print_prefix}{output.stdout.strip()}")
 
 
 def _roll_back(host, keep: Keep, why: str) -> str:

@@ -39,7 +39,9 @@ Like the real engine it:
 - on SIGTERM/SIGINT shuts down like uvicorn and exits 0; SIGKILL kills it.
 
 When /etc/spark-twin/engine-fail (or $SPARK_TWIN_ENGINE_FAIL) exists, its lines are printed
-while the model loads and the engine exits 1: a way to replay a real crash.
+while the model loads and the engine exits 1: a way to replay a real crash. An image whose
+ENV sets SPARK_TWIN_ENGINE_CRASH (a regressed build, ../images.json) crashes the same way with
+that text.
 """
 
 from __future__ import annotations
@@ -1078,6 +1080,9 @@ def serve(engine: Engine) -> int:
     engine.start_loading()
     if FAIL_FILE.is_file():
         print(FAIL_FILE.read_text().rstrip("\n"), file=sys.stderr, flush=True)
+        return 1
+    if os.environ.get("SPARK_TWIN_ENGINE_CRASH"):  # a regressed build: its ENV (images.json)
+        print(os.environ["SPARK_TWIN_ENGINE_CRASH"], file=sys.stderr, flush=True)
         return 1
     startup_s = float(os.environ.get("SPARK_TWIN_ENGINE_STARTUP_S", "1"))
     if stop.wait(startup_s):
