@@ -28,8 +28,8 @@ SNAPSHOT = (
 )
 
 
-def snapshot(scenario) -> dict[str, str]:
-    return {name: scenario.twins[name].exec(SNAPSHOT).stdout for name in NAMES}
+def snapshot(scenario, names: tuple[str, ...] = NAMES) -> dict[str, str]:
+    return {name: scenario.twins[name].exec(SNAPSHOT).stdout for name in names}
 
 
 def table(run) -> dict[str, dict[str, list[tuple[str, str]]]]:
@@ -55,19 +55,19 @@ def one(rows, spark: str, check: str) -> tuple[str, str]:
     return row
 
 
-def run_status(scenario):
+def run_status(scenario, names: tuple[str, ...] = NAMES):
     """status.py, checked to be read-only: no operation, one SSH command per Spark, no sudo,
-    and nothing on either twin changed."""
-    before = snapshot(scenario)
+    and nothing on any twin (``names``) changed."""
+    before = snapshot(scenario, names)
     run = scenario.deploy(deploy="status.py")
     assert run.returncode == 0, run.explain()
     assert run.results["operations"] == [], run.results
     assert run.changed() == {} and run.errors() == {}
-    assert run.remote_commands() == {name: 1 for name in NAMES}, run.explain()
-    for name in NAMES:
+    assert run.remote_commands() == {name: 1 for name in names}, run.explain()
+    for name in names:
         assert f"[{name}] >>> sh -c " in run.stderr  # as the SSH user: not through sudo
         assert f"[{name}] >>> sudo" not in run.stderr
-    assert snapshot(scenario) == before
+    assert snapshot(scenario, names) == before
     return run
 
 
