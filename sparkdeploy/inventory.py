@@ -11,10 +11,13 @@ engine plan (``engine_plan``), which is all the operations read.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkdeploy.config.engine import api_key_problems, laptop_api_key
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.load import read_document, validate_document
 from sparkdeploy.config.model_source import ModelRead, ModelReader
@@ -56,17 +59,25 @@ class Inventory:
         return hosts
 
 
-def build_inventory(raw: Any, path: str, read_model: ModelReader | None = None) -> Inventory:
+def build_inventory(
+    raw: Any,
+    path: str,
+    read_model: ModelReader | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Inventory:
     """Validate and plan a parsed inventory document; raises ``InventoryError`` listing
     every problem (file, host, key and what is valid). ``read_model`` reads each engine's
     model class for the GB10 rules (``config/model_source.read_model_class``); without it
-    the rules scoped to a model class warn instead of refusing."""
+    the rules scoped to a model class warn instead of refusing. ``environ`` is the laptop's
+    environment, where API keys are (engine.api_key_env; default ``os.environ``)."""
     sparks, problems = validate_document(raw, path)
     topology = Topology.of(sparks)
     models = _read_models(sparks, read_model) if read_model is not None and not problems else None
     shipped, ship_problems = _read_shipped(sparks, Path(path).parent)
     problems += [f"{path}: {problem}" for problem in ship_problems]
-    plans, plan_problems, warnings = plan_sparks(sparks, topology, models, shipped)
+    keyed, key_problems = _api_keys(sparks, os.environ if environ is None else environ)
+    problems += [f"{path}: {problem}" for problem in key_problems]
+    plans, plan_problems, warnings = plan_sparks(sparks, topology, models, shipped, keyed)
     problems += [f"{path}: {problem}" for problem in plan_problems]
     if problems:
         raise InventoryError(path, problems)
@@ -91,6 +102,23 @@ def _read_models(sparks: dict[str, SparkSettings], read_model: ModelReader) -> d
             read[key] = read_model(spark)
         models[name] = read[key]
     return models
+
+
+def _api_keys(
+    sparks: dict[str, SparkSettings], environ: Mapping[str, str]
+) -> tuple[frozenset[str], list[str]]:
+    """The Sparks whose engine requires the API key this laptop holds, and a problem per
+    engine whose key is unusable or whose API would be open without saying so."""
+    keyed: set[str] = set()
+    problems: list[str] = []
+    for name, spark in sparks.items():
+        if spark.engine is None:
+            continue
+        found = api_key_problems(spark.engine, environ)
+        problems += [f"host '{name}', key '{key}': {problem}" for key, problem in found]
+        if not found and laptop_api_key(spark.engine, environ):
+            keyed.add(name)
+    return frozenset(keyed), problems
 
 
 def _read_shipped(

@@ -20,6 +20,7 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import (
@@ -35,6 +36,7 @@ from pydantic import (
 from sparkdeploy.config.values import (
     ENV_NAME,
     AbsolutePath,
+    EnvName,
     ServedName,
     Text,
     UnitName,
@@ -207,8 +209,23 @@ class EngineSettings(BaseModel):
     )
     bind: Literal["127.0.0.1", "0.0.0.0"] = Field(
         "127.0.0.1",
-        description="Address the API binds to. 0.0.0.0 exposes the unauthenticated API on "
-        "every interface (allowed, with a warning); prefer a reverse proxy.",
+        description="Address the API binds to. 0.0.0.0 (every interface) needs an API key "
+        "(api_key_env) or `api_open: true`.",
+    )
+    api_key_env: EnvName = Field(
+        "SPARK_API_KEY",
+        description="Environment variable on this laptop holding the API key the engine "
+        "requires (`Authorization: Bearer KEY`; 16 to 512 characters of letters, digits and "
+        "`._~+/=-`, e.g. `openssl rand -hex 32`). Set: the key is stored root-only (0600) on "
+        "the Spark and given to the engine without its command line (vLLM: VLLM_API_KEY "
+        "from a root-only --env-file; SGLang: api-key in a root-only --config YAML); the "
+        "health check uses it. Unset: no key, which engine.bind 0.0.0.0 refuses unless "
+        "api_open is true.",
+    )
+    api_open: bool = Field(
+        False,
+        description="Say that the API is open on purpose: engine.bind 0.0.0.0 without a key "
+        "(anyone who reaches the port can use the GPU). Refused together with a key.",
     )
     served_model_name: ServedName | None = Field(
         None,
@@ -554,3 +571,48 @@ def _json_value(value: object) -> None:
     elif isinstance(value, list):
         for item in value:
             _json_value(item)
+
+
+# An API key as it lands in an HTTP header, a docker --env-file line and a single-quoted YAML
+# scalar: RFC 6750's token characters (b64token), none of which needs escaping in any of them.
+API_KEY_TEXT = re.compile(r"[A-Za-z0-9._~+/=-]{16,512}")
+
+
+def laptop_api_key(engine: EngineSettings, environ: Mapping[str, str]) -> str:
+    """The API key in the laptop's variable engine.api_key_env ("" when it is not set)."""
+    return environ.get(engine.api_key_env, "").strip()
+
+
+def api_key_problems(engine: EngineSettings, environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(key, problem) for an API key the engine cannot use, or an API beyond loopback
+    without one that the inventory does not say is open on purpose. The key is never shown."""
+    key = laptop_api_key(engine, environ)
+    variable = engine.api_key_env
+    if key and not API_KEY_TEXT.fullmatch(key):
+        return [
+            (
+                "engine.api_key_env",
+                f"${variable} on this laptop is not usable as an API key: 16 to 512 "
+                "characters of letters, digits and ._~+/=- (make one with `openssl rand -hex "
+                "32`)",
+            )
+        ]
+    if key and engine.api_open:
+        return [
+            (
+                "engine.api_open",
+                f"true says the API is open, but ${variable} on this laptop holds a key: "
+                f"remove api_open to require the key, or unset ${variable} to leave it open",
+            )
+        ]
+    if not key and engine.bind != "127.0.0.1" and not engine.api_open:
+        return [
+            (
+                "engine.bind",
+                f"{engine.bind} serves the API beyond this Spark, and ${variable} is not set "
+                f"on this laptop: export {variable}=<key> (e.g. `export {variable}=$(openssl "
+                "rand -hex 32)`, kept where your clients find it) so the engine requires it, "
+                "or set engine.api_open: true to serve it without a key on purpose",
+            )
+        ]
+    return []

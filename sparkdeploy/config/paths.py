@@ -69,6 +69,11 @@ ROLLBACK_STATE = "/var/lib/spark-deploy/rollback"
 ROLLBACK_KEPT = ROLLBACK_STATE + "/last-good/manifest.json"
 OOM_DROP_IN = SYSTEMD_DIR + "/{unit}.d/spark-deploy-oom.conf"
 CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file
+# The API key the engine requires (engine.api_key_env), root-only: vLLM reads VLLM_API_KEY
+# from it as a second --env-file (.key.env), SGLang its api-key from it as its --config YAML
+# (.key.yaml), mounted read-only at API_KEY_MOUNT. The health check reads it under sudo.
+API_KEY_FILE = "/etc/spark-deploy/{name}.key.{kind}"
+API_KEY_MOUNT = "/run/secrets/spark-api-key.yaml"
 ENGINE_UNIT = SYSTEMD_DIR + "/{unit}"
 # sudo skips files in sudoers.d whose names contain a dot: the staged copy never goes live.
 ENGINE_SUDOERS = "/etc/sudoers.d/spark-deploy-{name}"
@@ -83,6 +88,7 @@ MODS_MOUNT = "/opt/spark-deploy/mods"
 ENGINE_FILE_GLOBS = (
     SYSTEMD_DIR + "/spark-engine-*.service",
     "/etc/sudoers.d/spark-deploy-*",
+    API_KEY_FILE.format(name="spark-engine-*", kind="*"),
     PROMETHEUS_DIR + "/spark-engine-*.yml",
     ENGINE_FILES_DIR.format(name="*") + "/[0-9][0-9]-*",
     ENGINE_FILES_DIR.format(name="*") + "/mods/[0-9][0-9]-*",
@@ -145,6 +151,9 @@ class PlanFiles(Protocol):
     def writes_alerts(self) -> bool: ...
 
     @property
+    def api_key_file(self) -> str: ...
+
+    @property
     def shipped(self) -> Iterable[ShippedFile]: ...
 
 
@@ -203,6 +212,8 @@ def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
                 validate="visudo -cf {path}",
             ),
         ]
+    if plan.api_key_file:
+        files.append(ManagedFile(plan.api_key_file, mode="600", secret=True))
     if plan.writes_alerts:
         files += [
             ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),

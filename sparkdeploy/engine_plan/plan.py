@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sparkdeploy.config.engine import EngineSettings
-from sparkdeploy.config.paths import MODS_MOUNT, shipped_path
+from sparkdeploy.config.paths import API_KEY_FILE, API_KEY_MOUNT, MODS_MOUNT, shipped_path
 from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
@@ -152,6 +152,10 @@ class EnginePlan:
     # not (engine.rollback); on one Spark only: the ranks of a pair would have to go back
     # together.
     rollback: bool = False
+    # The engine requires the API key in the laptop's variable api_key_env (engine.api_key_env),
+    # on the Spark serving the API.
+    api_key: bool = False
+    api_key_env: str = ""
 
     @property
     def main(self) -> EngineService:
@@ -170,6 +174,15 @@ class EnginePlan:
     def serves_api(self) -> bool:
         """Only the head (rank 0) of Sparks serving one model answers the OpenAI API."""
         return self.main.serves_api
+
+    @property
+    def api_key_file(self) -> str:
+        """The root-only file the API key is in on the Spark ("" without a key)."""
+        if not self.api_key:
+            return ""
+        return API_KEY_FILE.format(
+            name=self.name, kind="yaml" if self.engine == "sglang" else "env"
+        )
 
     @property
     def writes_alerts(self) -> bool:
@@ -284,10 +297,12 @@ def plan_engine(
     multinode: MultiNode | None = None,
     model: ModelClass | UnknownModel | None = None,
     shipped: tuple[Shipped, ...] = (),
+    api_key: bool = False,
 ) -> tuple[EnginePlan, list[str]]:
     """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start.
     ``model`` is the model's class for the GB10 rules scoped to one (None: unknown);
-    ``shipped`` the engine.files and engine.mods read on the laptop."""
+    ``shipped`` the engine.files and engine.mods read on the laptop; ``api_key`` whether the
+    laptop holds the API key the engine must require."""
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
     known = model if isinstance(model, ModelClass) else None
@@ -334,14 +349,30 @@ def plan_engine(
         if warning
     ]
     warnings += [f"engine.docker_args: {warning}" for warning in settings.docker_warnings()]
-    if settings.bind == "0.0.0.0":
+    if settings.bind == "0.0.0.0" and settings.api_open and not api_key:
         warnings.append(
-            "engine.bind 0.0.0.0 exposes the engine's API, which has no authentication, on "
-            "every interface; prefer 127.0.0.1 behind a reverse proxy"
+            "engine.bind 0.0.0.0 with api_open: the engine's API answers anyone who reaches "
+            "the port, without a key"
         )
     if errors:
         raise EnginePlanError(errors, warnings)
     flags = tuple(to_argv(settings.name, settings.version, args))
+    # Only the Spark serving the API (rank 0) asks for the key.
+    api_key = api_key and (multinode is None or multinode.rank == 0)
+    if api_key and settings.name == "sglang":
+        # SGLang reads the key as api-key from a YAML file given with --config and merges it
+        # into its arguments in-process (sglang/srt/server_args.py prepare_server_args,
+        # server_args_config_parser.py; in every catalogued release), so it never is in argv.
+        if "--config" in flags:
+            errors.append(
+                "engine.args --config: SGLang takes one --config file, and with an API key "
+                "the deploy gives it the one holding the key; write those settings in "
+                "engine.args instead"
+            )
+        flags += ("--config", API_KEY_MOUNT)
+        extra.append((API_KEY_FILE.format(name=name, kind="yaml"), API_KEY_MOUNT))
+    if errors:
+        raise EnginePlanError(errors, warnings)
     launch = launch_of(settings)
     plan = EnginePlan(
         engine=settings.name,
@@ -362,6 +393,8 @@ def plan_engine(
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,
         rollback=settings.rollback and not multinode,
+        api_key=api_key,
+        api_key_env=settings.api_key_env,
         alerts=AlertPlan(
             engine=settings.name,
             version=settings.version,
@@ -383,13 +416,15 @@ def plan_sparks(
     topology: Topology,
     models: Mapping[str, ModelClass | UnknownModel] | None = None,
     shipped: Mapping[str, tuple[Shipped, ...]] | None = None,
+    keyed: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, EnginePlan], list[str], list[str]]:
     """
     Plan the engine of every Spark that has one. Two to eight Sparks with the same engine,
     all on the QSFP fabric (``Place.linked``), serve one model together: ranks follow the
     inventory, the topology's head is rank 0 and is reached on its first rail. Sparks with
     an engine but no fabric each serve on their own. ``models`` holds each Spark's model
-    class where it was read, ``shipped`` its engine.files and engine.mods. Returns the
+    class where it was read, ``shipped`` its engine.files and engine.mods, ``keyed`` the
+    Sparks whose API key the laptop holds (engine.api_key_env). Returns the
     plans, the problems (as "host 'NAME', key 'engine': ...") and the warnings.
     """
     plans: dict[str, EnginePlan] = {}
@@ -421,7 +456,13 @@ def plan_sparks(
         try:
             model_class = (models or {}).get(name)
             plans[name], found = plan_engine(
-                engine, model, draft, multinode, model_class, (shipped or {}).get(name, ())
+                engine,
+                model,
+                draft,
+                multinode,
+                model_class,
+                (shipped or {}).get(name, ()),
+                api_key=name in keyed,
             )
         except EnginePlanError as error:
             problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]

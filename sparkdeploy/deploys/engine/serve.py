@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
+from sparkdeploy.config.engine import laptop_api_key
 from sparkdeploy.config.paths import (
     CONTAINER_ENV,
     ENGINE_HEALTH,
@@ -98,6 +100,7 @@ def serving(
     timeout: int = HEALTH_TIMEOUT,
     nccl: bool = False,
     keep: Keep | None = None,
+    key_file: str = "",
 ):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
@@ -116,6 +119,8 @@ def serving(
       (NET/IB), checked with the API on the head and alone on the other ranks
     + keep: the configuration as spark-engine-rollback keeps it (engine.rollback): kept when
       healthy, replaced by the last good one when not
+    + key_file: the root-only file with the API key the engine requires ("" when none): the
+      health check asks with it
 
     **Example:**
 
@@ -132,7 +137,7 @@ def serving(
         host.noop(f"{unit} is enabled and running")
         return
     if health or nccl:
-        words = health_words(unit, port, timeout, nccl=nccl, api=health)
+        words = health_words(unit, port, timeout, nccl=nccl, api=health, key_file=key_file)
         yield FunctionCommand(_check_health, (unit, words), {"nccl": nccl, "keep": keep})
 
 
@@ -181,6 +186,16 @@ def image_accepts(plan: EnginePlan):
         return
     _judge_image(plan, reading)
     host.noop(f"{plan.image} ({reading.get('id', '')[:19]}) takes every flag of the plan")
+
+
+def api_key_text(engine: str, key: str) -> str:
+    """The root-only file that hands the API key to the engine: for vLLM a docker --env-file
+    line of VLLM_API_KEY (vllm/envs.py; the server takes `args.api_key or VLLM_API_KEY`), for
+    SGLang its --config YAML with api-key (the key's characters, API_KEY_TEXT, need no
+    escaping in a single-quoted scalar nor in an env-file line)."""
+    if engine == "vllm":
+        return f"VLLM_API_KEY={key}\n"
+    return f"api-key: '{key}'\n"
 
 
 def leaving_ray(plan: EnginePlan, paths: list[str]) -> str:
@@ -279,8 +294,14 @@ def serve_model() -> None:
     )
     units = {service.unit: unit_text(plan, service, spark, env_file) for service in plan.services}
     changed = {unit: differs(ENGINE_UNIT.format(unit=unit), text) for unit, text in units.items()}
+    # The API key the engine requires, from the laptop's environment (engine.api_key_env):
+    # root-only on the Spark, never in a command line; a new key restarts the engine.
+    key_text = ""
+    if plan.api_key_file and spark.engine is not None:
+        key_text = api_key_text(plan.engine, laptop_api_key(spark.engine, os.environ))
+        env_changed = differs(plan.api_key_file, key_text) or env_changed
     # What serves now is kept before it changes, when no good configuration is kept yet.
-    words = health_words(plan.unit, plan.port, HEALTH_TIMEOUT)
+    words = health_words(plan.unit, plan.port, HEALTH_TIMEOUT, key_file=plan.api_key_file)
     keep = keep_of(plan, words)
     kept_before_change(
         name="Keep the configuration that serves now as the last good one",
@@ -288,6 +309,10 @@ def serve_model() -> None:
         unit=plan.unit,
         changing=env_changed or any(changed.values()),
     )
+    if key_text:
+        managed_file(
+            name="Install the engine's API key (0600)", path=plan.api_key_file, content=key_text
+        )
     for path, item in shipped.items():
         managed_file(
             name=f"Ship {'mod' if item.kind == 'mod' else 'file'} {item.name}",
@@ -331,4 +356,5 @@ def serve_model() -> None:
             # head's server): on RDMA, or the check fails naming the fallback's cause.
             nccl=plan.nodes > 1 and service.role == "server",
             keep=keep if service.unit == plan.unit else None,
+            key_file=plan.api_key_file if service.serves_api else "",
         )

@@ -83,6 +83,8 @@ def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings, en
     """The systemd unit of one service of the plan."""
     multinode = plan.nodes > 1
     env_files = [HF_ENV_FILE, *([NCCL_ENV] if multinode else []), env_file]
+    if plan.api_key_file and plan.engine == "vllm":
+        env_files.append(plan.api_key_file)  # VLLM_API_KEY (vllm/envs.py), root-only
     wait = [RAY_WAIT, *service.wait, "--timeout", str(RAY_WAIT_TIMEOUT)] if service.wait else []
     return render(
         "engine.service.j2",
@@ -108,10 +110,17 @@ def unit_text(plan: EnginePlan, service: EngineService, spark: SparkSettings, en
 
 
 def health_words(
-    unit: str, port: int, timeout: int, nccl: bool = False, api: bool = True
+    unit: str,
+    port: int,
+    timeout: int,
+    nccl: bool = False,
+    api: bool = True,
+    key_file: str = "",
 ) -> list[str]:
-    """The arguments of spark-engine-health for one unit: its API on ``port`` (``api``) and,
-    on a rank of a multi-node engine (``nccl``), NCCL's network in its journal."""
+    """The arguments of spark-engine-health for one unit: its API on ``port`` (``api``),
+    asked with the API key in ``key_file`` when the engine requires one, and, on a rank of a
+    multi-node engine (``nccl``), NCCL's network in its journal."""
     words = ["--port", str(port)] if api else ["--no-api"]
+    words += ["--key-file", key_file] if api and key_file else []
     words += ["--nccl"] if nccl else []
     return [*words, "--unit", unit, "--timeout", str(timeout)]

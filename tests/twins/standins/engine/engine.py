@@ -47,6 +47,7 @@ that text.
 from __future__ import annotations
 
 import argparse
+import hmac
 import importlib.util
 import json
 import os
@@ -544,6 +545,7 @@ class Engine:
     # called from engine.py _launch_subprocesses for node_rank >= 1): /health, /health_generate
     # and, in recent releases, /ping, each an empty 200.
     health_only: bool = False
+    api_key: str | None = None  # --api-key (SGLang: or its --config file; vLLM: or VLLM_API_KEY)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -816,8 +818,7 @@ def parse(release: Release, command: Command) -> Engine:
     it: an unknown, ambiguous or invalid option ends the process with argparse's message
     and exit code 2, `--help` prints the release's options and exits 0."""
     parser, args = server_parser(release, command)
-    if release.kind == "vllm":
-        args = vllm_help(args)
+    args = vllm_help(args) if release.kind == "vllm" else sglang_config(args)
     args = flexible(args, release.parser["underscores"], release.parser["dotted_json"])
     options = vars(parser.parse_args(args))
     host, port = DEFAULTS[release.kind]
@@ -850,10 +851,77 @@ def parse(release: Release, command: Command) -> Engine:
         ray_gpus=ray_gpus,
         headless=headless_address(options) if release.kind == "vllm" else "",
         nodes=options.get("nnodes") or 1,
+        api_key=api_key_of(release.kind, options),
         health_only=release.kind == "sglang"
         and (options.get("nnodes") or 1) > 1
         and (options.get("node_rank") or 0) >= 1,
     )
+
+
+def sglang_config(args: list[str]) -> list[str]:
+    """SGLang's --config: the YAML file's keys become arguments before the command line's
+    (sglang/srt/server_args_config_parser.py ConfigArgumentMerger.merge_config_with_args,
+    0.5.10): one file, .yaml or .yml, `key: value` at the top level, `true` adding a
+    store_true flag. The stand-in reads flat scalar YAML only and refuses anything else."""
+    if "--config" not in args:
+        return args
+    at = args.index("--config")
+    if args.count("--config") > 1:
+        raise StandinValueError("Multiple config files specified! Only one allowed.")
+    if at == len(args) - 1:
+        raise StandinValueError("No config file specified after --config flag!")
+    path = Path(args[at + 1])
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise StandinValueError(f"Config file must be YAML format, got: {path.suffix}")
+    if not host_path(str(path)).exists():
+        raise StandinValueError(f"Config file not found: {path}")
+    merged: list[str] = []
+    for line in host_path(str(path)).read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, colon, value = line.partition(":")
+        value = value.strip()
+        if not colon or line[:1].isspace() or value[:1] in ("[", "{", "|", ">"):
+            raise StandinValueError(f"spark-twin stand-in: only flat `key: value` YAML: {line!r}")
+        if value[:1] in ("'", '"') and value[-1:] == value[:1]:
+            value = value[1:-1]
+        merged += [f"--{key.strip()}"] if value == "true" else [f"--{key.strip()}", value]
+    return merged + args[:at] + args[at + 2 :]
+
+
+def api_key_of(kind: str, options: dict[str, Any]) -> str | None:
+    """The key the server requires: --api-key; vLLM also VLLM_API_KEY (vllm/envs.py; the
+    server takes `args.api_key or envs.VLLM_API_KEY`), its --api-key taking several keys."""
+    given = options.get("api_key")
+    if isinstance(given, list):
+        given = given[0] if given else None
+    if kind == "vllm":
+        return given or os.environ.get("VLLM_API_KEY") or None
+    return given or None
+
+
+# Paths that answer without the key. SGLang: /health* and /metrics* (sglang/srt/utils/auth.py
+# decide_request_auth). vLLM: its PUBLIC_ENDPOINTS (vllm/entrypoints/openai/server_utils.py,
+# AuthenticationMiddleware; /v1 and every other route are guarded).
+PUBLIC = {
+    "sglang": ("/health", "/metrics"),
+    "vllm": (
+        "/health",
+        "/ping",
+        "/load",
+        "/version",
+        "/metrics",
+        "/docs",
+        "/redoc",
+        "/openapi.json",
+    ),
+}
+
+
+def needs_key(kind: str, path: str) -> bool:
+    if kind == "sglang":
+        return not path.startswith(PUBLIC["sglang"])
+    return not any(path == public or path.startswith(public + "/") for public in PUBLIC["vllm"])
 
 
 def native_multinode(options: dict[str, Any]) -> None:
@@ -881,8 +949,22 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     engine: Engine
 
+    def refused(self, path: str) -> bool:
+        """401 {"error": "Unauthorized"} when the engine requires a key this request lacks
+        (both engines answer so; the bearer token compared in constant time)."""
+        key = self.engine.api_key
+        if key is None or not needs_key(self.engine.kind, path):
+            return False
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token, key):
+            return False
+        self.reply(401, {"error": "Unauthorized"})
+        return True
+
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        if self.refused(path):
+            return
         if self.engine.health_only:
             if path in ("/health", "/health_generate", "/ping"):
                 self.reply(200, None)
@@ -901,6 +983,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
+        if self.refused(self.path.split("?", 1)[0]):
+            return
         if self.engine.health_only or self.path.split("?", 1)[0] != "/v1/chat/completions":
             self.reply(404, {"detail": "Not Found"})
             return
