@@ -1,0 +1,96 @@
+"""
+An API that asks for a key, on a twin: the engine listens on every interface and requires the
+key the laptop holds; a request without it is refused (401), with it served; the key is in no
+command line, no unit, no deploy output and no file anyone but root can read; without the key
+the same inventory is refused before any host is touched; a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.scenarios.conftest import assert_idempotent
+from tests.scenarios.test_engine import TOKEN_ENV, UNIT, UNIT_FILE
+from tests.scenarios.test_status import run_status, table
+from tests.twins import harness
+
+KEY = "twin-key-5f1c0a9e7d3b42c8a61e0f9b7c5d3a21"
+ENV = {**TOKEN_ENV, "SPARK_API_KEY": KEY}
+KEY_FILE = "/etc/spark-deploy/spark-engine-sglang.key.yaml"
+# Every file under these folders that holds the key, with its mode and owner.
+HOLDERS = (
+    f"grep -rlF -- {KEY} /etc /var /opt /home /tmp /run /root /usr/local 2>/dev/null"
+    " | xargs -r stat -c '%n %a %U'"
+)
+
+
+def ask(
+    twin: harness.Twin, path: str, key: str | None, body: dict | None = None
+) -> tuple[int, str]:
+    """(HTTP status, body) of a request to the engine from inside the twin."""
+    probe = (
+        "import json, sys, urllib.error, urllib.request as u\n"
+        f"key, body = {key!r}, {json.dumps(body)!r}\n"
+        "headers = {'Content-Type': 'application/json'}\n"
+        "if key: headers['Authorization'] = 'Bearer ' + key\n"
+        "data = None if body == 'null' else body.encode()\n"
+        f"request = u.Request('http://127.0.0.1:30000{path}', data=data, headers=headers)\n"
+        "try:\n"
+        "    with u.urlopen(request, timeout=10) as answer: print(answer.status, answer.read().decode())\n"
+        "except urllib.error.HTTPError as error: print(error.code, error.read().decode())\n"
+    )
+    status, _, text = twin.exec("python3 -", input=probe).stdout.strip().partition(" ")
+    return int(status), text
+
+
+class TestApiKey:
+    twins = {"key": {**harness.MODEL, "engine": {"name": "sglang", "bind": "0.0.0.0"}}}
+
+    def test_without_the_key_the_open_api_is_refused_before_any_host(self, scenario):
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert run.returncode == 2
+        assert "key 'engine.bind': 0.0.0.0 serves the API beyond this Spark" in run.stderr
+        assert "engine.api_open: true" in run.stderr
+        assert "Connecting to hosts" not in run.stderr
+
+    def test_converge(self, scenario):
+        run = scenario.deploy(env=ENV)
+        assert run.returncode == 0, run.explain()
+        assert "[key] spark-engine-health: ready after" in run.stderr
+        assert KEY not in run.stdout + run.stderr
+        assert_idempotent(scenario.deploy(env=ENV))
+
+    def test_a_request_without_the_key_is_refused_and_with_it_served(self, scenario):
+        twin = scenario.twins["key"]
+        assert ask(twin, "/v1/models", None) == (401, '{"error": "Unauthorized"}')
+        assert ask(twin, "/v1/models", "a-wrong-key-of-enough-length")[0] == 401
+        status, listed = ask(twin, "/v1/models", KEY)
+        assert status == 200 and "Mistral-Small-4-119B-2603-NVFP4" in listed
+        chat = {
+            "model": "Mistral-Small-4-119B-2603-NVFP4",
+            "max_tokens": 1,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        assert ask(twin, "/v1/chat/completions", None, chat)[0] == 401
+        status, answer = ask(twin, "/v1/chat/completions", KEY, chat)
+        assert status == 200 and '"choices"' in answer
+        assert ask(twin, "/health", None)[0] == 200  # SGLang leaves /health open
+        assert "0.0.0.0:30000" in twin.exec("ss -ltn").stdout
+
+    def test_the_key_is_in_no_command_line_and_no_readable_file(self, scenario):
+        twin = scenario.twins["key"]
+        assert KEY not in twin.exec("ps -eo args").stdout
+        assert KEY not in twin.exec(f"systemctl cat {UNIT}").stdout
+        assert KEY not in twin.exec(f"journalctl -u {UNIT} --no-pager").stdout
+        unit = twin.read(UNIT_FILE)
+        assert "--config /run/secrets/spark-api-key.yaml" in unit
+        holders = twin.exec(HOLDERS).stdout.split("\n")
+        assert f"{KEY_FILE} 600 root" in holders, holders
+        for line in filter(None, holders):
+            path, mode, owner = line.rsplit(" ", 2)
+            assert owner == "root" and mode.endswith("00"), line  # root's alone
+        assert twin.exec(f"su - spark -c 'cat {KEY_FILE}'", check=False).returncode != 0
+
+    def test_status_reads_the_refusal_as_up(self, scenario):
+        [(state, detail)] = table(run_status(scenario, ("key",)))["key"]["engine"]
+        assert state == "ok" and "requires its API key" in detail, detail
