@@ -92,5 +92,5 @@ class TestApiKey:
         assert twin.exec(f"su - spark -c 'cat {KEY_FILE}'", check=False).returncode != 0
 
     def test_status_reads_the_refusal_as_up(self, scenario):
-        [(state, detail)] = table(run_status(scenario, ("key",)))["key"]["engine"]
+        [(state, detail)] = table(run_status(scenario, ("key",), env=ENV))["key"]["engine"]
         assert state == "ok" and "requires its API key" in detail, detail

@@ -55,11 +55,11 @@ def one(rows, spark: str, check: str) -> tuple[str, str]:
     return row
 
 
-def run_status(scenario, names: tuple[str, ...] = NAMES):
+def run_status(scenario, names: tuple[str, ...] = NAMES, env: dict[str, str] | None = None):
     """status.py, checked to be read-only: no operation, one SSH command per Spark, no sudo,
     and nothing on any twin (``names``) changed."""
     before = snapshot(scenario, names)
-    run = scenario.deploy(deploy="status.py")
+    run = scenario.deploy(deploy="status.py", env=env)
     assert run.returncode == 0, run.explain()
     assert run.results["operations"] == [], run.results
     assert run.changed() == {} and run.errors() == {}
