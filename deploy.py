@@ -10,6 +10,7 @@ nothing.
 
 from pyinfra import config
 
+from sparkdeploy.deploys import gpu
 from sparkdeploy.deploys.engine import serve
 from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
@@ -29,4 +30,5 @@ huggingface.configure_huggingface()
 fetch.fetch_everything()
 memory.guard_memory()
 serve.serve_model()
+gpu.take_turns()
 reboot.reboot_when_needed()

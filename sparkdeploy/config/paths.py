@@ -61,6 +61,13 @@ FETCH_BIN = "/usr/local/sbin/spark-fetch"
 FETCH_UNIT = SYSTEMD_DIR + "/spark-fetch@.service"
 FETCH_JOBS = "/var/lib/spark-deploy/fetch"
 IMAGE_READINGS = "/var/lib/spark-deploy/images"
+# GPU services that take turns with the engine (gpu_services): a unit each, the map
+# spark-gpu-switch reads (name -> unit, port, health path, memory), and a sudoers file per name
+# that lets the operator hand the GPU to it (the engine's name is `engine`).
+GPU_UNIT = SYSTEMD_DIR + "/{unit}"
+GPU_SWITCH_BIN = "/usr/local/sbin/spark-gpu-switch"
+GPU_SERVICES_MAP = "/etc/spark-deploy/gpu-services.json"
+GPU_SUDOERS = "/etc/sudoers.d/spark-deploy-gpu-{name}"
 # The last engine configuration that passed its health check, and the last rollback to it
 # (engine.rollback): spark-engine-rollback keeps them under ROLLBACK_STATE (copies root-only,
 # the manifest and the rollback record 0644 for the status table).
@@ -87,6 +94,7 @@ MODS_MOUNT = "/opt/spark-deploy/mods"
 # Engine files the deploy wrote in an earlier run: retired when no longer planned.
 ENGINE_FILE_GLOBS = (
     SYSTEMD_DIR + "/spark-engine-*.service",
+    SYSTEMD_DIR + "/spark-gpu-*.service",
     "/etc/sudoers.d/spark-deploy-*",
     API_KEY_FILE.format(name="spark-engine-*", kind="*"),
     PROMETHEUS_DIR + "/spark-engine-*.yml",
@@ -184,7 +192,20 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
     ]
     if spark.qsfp:
         files.append(ManagedFile(NCCL_ENV, read_by="qsfp_network"))
+    if spark.gpu_services:
+        files += [ManagedFile(GPU_SWITCH_BIN, mode="755"), ManagedFile(GPU_SERVICES_MAP)]
+        files += [ManagedFile(GPU_UNIT.format(unit=service.unit)) for service in spark.gpu_services]
+        files += [
+            ManagedFile(GPU_SUDOERS.format(name=name), mode="440", validate="visudo -cf {path}")
+            for name in gpu_switch_names(spark)
+        ]
     return files
+
+
+def gpu_switch_names(spark: SparkSettings) -> list[str]:
+    """The names spark-gpu-switch takes on this Spark: the engine's, then each service's."""
+    names = ["engine"] if spark.engine is not None else []
+    return names + [service.name for service in spark.gpu_services]
 
 
 def engine_config_files(plan: PlanFiles) -> list[str]:

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.gpu_services import GpuService
 from sparkdeploy.config.values import (
     AbsolutePath,
     EnvName,
@@ -246,6 +247,14 @@ class SparkSettings(BaseModel):
         description="The inference engine this Spark serves its model with, as a systemd unit: "
         "`{name: sglang|vllm, image, args, env, port, bind, ...}` (see Engine keys). Unset: none.",
     )
+    gpu_services: list[GpuService] = Field(
+        default_factory=list,
+        description="GPU services that take turns with the engine for the GPU and the unified "
+        "memory (a TTS model, an image generator): `{name, image, command, port, memory_gb, "
+        "health}` each (see GPU service keys). Each gets a unit spark-gpu-NAME.service that "
+        "conflicts with the engine and the others; the engine holds the GPU after a deploy, "
+        "`sudo spark-gpu-switch NAME` (allowed to operator_user) hands it over.",
+    )
     qsfp: list[QsfpInterface] = Field(
         default_factory=list,
         description="The Spark's QSFP interfaces, one entry per rail: "
@@ -385,6 +394,25 @@ class SparkSettings(BaseModel):
             return handler(value)
         except ValidationError:
             raise ValueError("must be a GID index (0 or more) or auto") from None
+
+    @field_validator("gpu_services")
+    @classmethod
+    def _services_apart(cls, services: list[GpuService], info: ValidationInfo) -> list[GpuService]:
+        """Each service has its own name and port, and none takes the engine's port."""
+        engine = info.data.get("engine")
+        taken: dict[int, str] = {engine.port: "the engine"} if engine is not None else {}
+        names: set[str] = set()
+        for service in services:
+            if service.name in names:
+                raise ValueError(f"two services are named {service.name}")
+            names.add(service.name)
+            if service.port in taken:
+                raise ValueError(
+                    f"{service.name} answers on port {service.port}, as {taken[service.port]} "
+                    "does: give each its own port"
+                )
+            taken[service.port] = service.name
+        return services
 
     @field_validator("qsfp")
     @classmethod

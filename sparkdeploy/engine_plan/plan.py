@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.paths import API_KEY_FILE, API_KEY_MOUNT, MODS_MOUNT, shipped_path
@@ -91,12 +91,13 @@ def launch_of(settings: EngineSettings) -> Launch:
     return Launch(mode=mode, server=server_command(settings.name), wrapper=info.wrapper)
 
 
-def gpu_container(container: str) -> list[str]:
+def gpu_container(container: str, pull: str = "never") -> list[str]:
     """The `docker run` options of every GPU container the deploy runs (the engine's, the link
-    test's): the image already on the Spark (spark-fetch put it there; a pull at start would
-    race the start timeout), every GPU, the host's network and IPC."""
+    test's, the GPU services'): the image already on the Spark (spark-fetch put it there; a
+    pull at start would race the start timeout; a GPU service's image, which the fetch does
+    not bring, is pulled when missing), every GPU, the host's network and IPC."""
     return [
-        "run", "--pull", "never", "--name", container,
+        "run", "--pull", pull, "--name", container,
         "--gpus", "all", "--network", "host", "--ipc", "host",
     ]  # fmt: skip
 
@@ -464,6 +465,14 @@ def plan_sparks(
                 (shipped or {}).get(name, ()),
                 api_key=name in keyed,
             )
+            # The engine takes turns with the Spark's GPU services (gpu_services).
+            gpu_units = tuple(service.unit for service in spark.gpu_services)
+            plans[name] = replace(plans[name], conflicts=plans[name].conflicts + gpu_units)
+            if gpu_units and together:
+                problems.append(
+                    f"host '{name}', key 'gpu_services': not yet on Sparks serving one model "
+                    "together (the engine's ranks would have to hand the GPU over together)"
+                )
         except EnginePlanError as error:
             problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
             found = error.warnings

@@ -244,7 +244,7 @@ def host_state(target: Host | None = None) -> HostState:
         user=spark.user,
         paths=paths,
         models=models,
-        units=plan.units if plan else (),
+        units=(*(plan.units if plan else ()), *(s.unit for s in spark.gpu_services)),
         owned_globs=ENGINE_FILE_GLOBS,
         image=plan.image if plan else "",
     )

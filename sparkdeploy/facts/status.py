@@ -195,7 +195,7 @@ def status_arguments(target: Host) -> dict:
     plan: EnginePlan | None = target.data.get("engine_plan")
     return {
         "model_dir": spark.model_dir,
-        "units": list(plan.units) if plan else [],
+        "units": [*(plan.units if plan else ()), *(s.unit for s in spark.gpu_services)],
         "rollback": plan is not None and plan.rollback,
         "api_url": (
             f"http://{API_HOST}:{plan.port}/v1/models"

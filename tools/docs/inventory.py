@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from sparkdeploy.config.engine import EngineFile, EngineSettings, Mount
+from sparkdeploy.config.gpu_services import GpuService
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,6 +163,15 @@ def tables() -> list[Table]:
             "files",
             "Each entry of `engine.files` is one file shipped from this laptop to "
             "/var/lib/spark-deploy/engine-files/ on the Spark and mounted read-only at `dest`.",
+        ),
+        Table(
+            GpuService,
+            "GPU service keys",
+            "gpu-service-keys",
+            "GPU service",
+            "GPU services",
+            "Each entry of a Spark's `gpu_services:` list is one GPU service that takes turns "
+            "with the engine; see [GPU services](gpu-services.md).",
         ),
     ]
 

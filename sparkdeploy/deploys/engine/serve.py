@@ -28,7 +28,7 @@ from sparkdeploy.config.paths import (
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
     ROLLBACK_BIN,
-    engine_files,
+    managed_files,
     shipped_path,
 )
 from sparkdeploy.config.spark import SparkSettings
@@ -101,6 +101,7 @@ def serving(
     nccl: bool = False,
     keep: Keep | None = None,
     key_file: str = "",
+    gpu_with: str = "",
 ):
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
@@ -121,6 +122,9 @@ def serving(
       healthy, replaced by the last good one when not
     + key_file: the root-only file with the API key the engine requires ("" when none): the
       health check asks with it
+    + gpu_with: the GPU service unit the operator handed the GPU to (spark-gpu-switch), ""
+      when none: the engine is then left stopped, to start with this run's changes at the
+      next `spark-gpu-switch engine`
 
     **Example:**
 
@@ -128,6 +132,9 @@ def serving(
 
         engine.serving(unit="spark-engine-sglang.service", port=30000)
     """
+    if gpu_with:
+        host.noop(f"the GPU is with {gpu_with}: `sudo spark-gpu-switch engine` gives it back")
+        return
     active, enabled = host_state().units.get(unit, ("inactive", "absent"))
     if enabled != "enabled":
         yield f"systemctl enable {unit}"
@@ -277,7 +284,7 @@ def serve_model() -> None:
     # of an image without it) leaves the units that serve now in place.
     if plan is not None:
         image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
-    planned = {file.path for file in engine_files(plan)}
+    planned = set(managed_files(spark, plan))  # engine files and GPU services' alike
     leaving = sorted(path for path in state.owned if path not in planned)
     if plan is not None and leaving and (notice := leaving_ray(plan, leaving)):
         notices.add(host.name, notice, logging.INFO)
@@ -342,6 +349,14 @@ def serve_model() -> None:
     write_alerts(plan)
     # link_test_before_start: prove the link once, before a pair's units first start.
     link_test_before_start(plan, spark, host.data.place)
+    gpu_with = next(
+        (
+            service.unit
+            for service in spark.gpu_services
+            if state.units.get(service.unit, ("", ""))[0] == "active"
+        ),
+        "",
+    )
     for service in plan.services:
         # A service in another unit's container is restarted with that unit (BindsTo=).
         follows = bool(service.part_of) and (env_changed or changed[service.part_of])
@@ -357,4 +372,5 @@ def serve_model() -> None:
             nccl=plan.nodes > 1 and service.role == "server",
             keep=keep if service.unit == plan.unit else None,
             key_file=plan.api_key_file if service.serves_api else "",
+            gpu_with=gpu_with,
         )
