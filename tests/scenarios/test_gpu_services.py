@@ -93,13 +93,16 @@ class TestGpuServicesTakeTurns:
 
     def test_the_operator_may_do_nothing_else(self, scenario):
         twin = scenario.twins["gpu"]
+        # (the engine's own sudoers lets the operator start it, which stops the service)
         for forbidden in (
-            f"systemctl start {ENGINE_UNIT}",
+            f"systemctl start {TTS_UNIT}",
+            f"systemctl stop {TTS_UNIT}",
             "spark-gpu-switch ssh",
             "spark-gpu-switch tts; id",
             "true",
         ):
             assert as_ops(twin, f"sudo -n {forbidden}").returncode != 0, forbidden
+        assert active_units(twin) == [TTS_UNIT]
 
     def test_a_deploy_leaves_the_gpu_with_the_service(self, scenario):
         twin = scenario.twins["gpu"]
