@@ -8,6 +8,7 @@ No operation is planned; one table of every Spark is printed at the end of the r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyinfra import host, state
@@ -141,9 +142,37 @@ def link_test_rows(rails: tuple[Rail, ...], status: Status) -> list[Row]:
     return [Row("link test", state, detail)]
 
 
-def unit_rows(plan: EnginePlan | None, status: Status) -> list[Row]:
-    """Every unit of the engine plan: active, enabled, since when."""
+def gpu_holders(spark: SparkSettings, status: Status) -> list[str]:
+    """The GPU services (gpu_services) that are active: the one holding the GPU, if any."""
+    return [
+        service.unit
+        for service in spark.gpu_services
+        if status.units.get(service.unit, {}).get("ActiveState") == "active"
+    ]
+
+
+def gpu_holder_row(spark: SparkSettings, plan: EnginePlan | None, status: Status) -> list[Row]:
+    """Who holds the GPU when GPU services take turns with the engine: exactly one."""
+    if not spark.gpu_services:
+        return []
+    units = [*(plan.units[:1] if plan else ()), *(s.unit for s in spark.gpu_services)]
+    holding = [u for u in units if status.units.get(u, {}).get("ActiveState") == "active"]
+    if len(holding) > 1:
+        return [Row("gpu holder", FAIL, f"{' and '.join(holding)} are active at once")]
+    if not holding:
+        return [Row("gpu holder", WARN, "free: no GPU service runs (spark-gpu-switch NAME)")]
+    return [Row("gpu holder", OK, f"{holding[0]}")]
+
+
+def unit_rows(plan: EnginePlan | None, status: Status, lent_to: Sequence[str] = ()) -> list[Row]:
+    """Every unit of the engine plan: active, enabled, since when; stopped on purpose while
+    a GPU service holds the GPU (``lent_to``)."""
     rows = []
+    if plan is not None and lent_to:
+        return [
+            Row("unit", NONE, f"{unit} stopped: the GPU is with {lent_to[0]}")
+            for unit in plan.units
+        ]
     for unit in plan.units if plan else ():
         shown = status.units.get(unit, {})
         active = shown.get("ActiveState") or "unknown"
@@ -204,6 +233,7 @@ def status_rows(
     spark: SparkSettings, plan: EnginePlan | None, rails: tuple[Rail, ...], status: Status
 ) -> list[Row]:
     """Every row of one Spark, in the order the deploy prepares them."""
+    lent = gpu_holders(spark, status)
     return [
         gpu_row(spark, status),
         driver_row(spark, status),
@@ -212,9 +242,12 @@ def status_rows(
         *rail_rows(spark, rails, status.network),
         *gid_rows(spark, status.network),
         *link_test_rows(rails, status),
-        *unit_rows(plan, status),
+        *gpu_holder_row(spark, plan, status),
+        *unit_rows(plan, status, lent),
         *config_row(plan, status),
-        engine_row(plan, status),
+        Row("engine", NONE, f"stopped: the GPU is with {lent[0]}")
+        if lent and plan
+        else engine_row(plan, status),
     ]
 
 

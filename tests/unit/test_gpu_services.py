@@ -4,6 +4,7 @@ and sudoers, and the engine left alone while a service holds the GPU."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,8 +13,11 @@ from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.paths import GPU_SUDOERS, managed_files
 from sparkdeploy.deploys.gpu import service_unit, switch_map
 from sparkdeploy.inventory import Inventory, build_inventory
+from sparkdeploy.facts.status import SparkStatus, Status
 from sparkdeploy.render import render
+from sparkdeploy.reports.status import Row, status_rows
 from tests.twins import harness
+from tests.unit.samples import docstring_sample
 from tests.unit.test_ops_engine import serving_with
 
 TTS = {"name": "tts", "image": "ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.4", "port": 8880,
@@ -126,3 +130,27 @@ def test_the_engine_is_left_stopped_while_a_service_holds_the_gpu():
     assert outcome.noop == (
         "the GPU is with spark-gpu-tts.service: `sudo spark-gpu-switch engine` gives it back"
     )
+
+
+def status_of(active: list[str]) -> Status:
+    sample = SparkStatus().process(docstring_sample(SparkStatus))
+    units = {unit: {"ActiveState": "active", "UnitFileState": "enabled"} for unit in active}
+    return replace(sample, units=units)
+
+
+def test_status_says_who_holds_the_gpu_and_the_engine_is_stopped_on_purpose():
+    found = inventory([TTS])
+    spark, plan = found.sparks["s1"], found.engine_plans["s1"]
+    held = status_rows(spark, plan, (), status_of(["spark-gpu-tts.service"]))
+    rows = {row.check: row for row in held}
+    assert rows["gpu holder"] == Row("gpu holder", "ok", "spark-gpu-tts.service")
+    assert (
+        rows["unit"].state == "-" and "the GPU is with spark-gpu-tts.service" in rows["unit"].detail
+    )
+    assert rows["engine"] == Row("engine", "-", "stopped: the GPU is with spark-gpu-tts.service")
+    both = status_rows(
+        spark, plan, (), status_of(["spark-engine-sglang.service", "spark-gpu-tts.service"])
+    )
+    assert [r.state for r in both if r.check == "gpu holder"] == ["FAIL"]
+    free = status_rows(spark, plan, (), status_of([]))
+    assert [r.state for r in free if r.check == "gpu holder"] == ["WARN"]
