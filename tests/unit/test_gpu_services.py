@@ -12,8 +12,8 @@ import pytest
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.paths import GPU_SUDOERS, managed_files
 from sparkdeploy.deploys.gpu import service_unit, switch_map
-from sparkdeploy.inventory import Inventory, build_inventory
 from sparkdeploy.facts.status import SparkStatus, Status
+from sparkdeploy.inventory import Inventory, build_inventory
 from sparkdeploy.render import render
 from sparkdeploy.reports.status import Row, status_rows
 from tests.twins import harness
