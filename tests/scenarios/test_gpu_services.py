@@ -98,7 +98,7 @@ class TestGpuServicesTakeTurns:
             f"systemctl start {TTS_UNIT}",
             f"systemctl stop {TTS_UNIT}",
             "spark-gpu-switch ssh",
-            "spark-gpu-switch tts; id",
+            "spark-gpu-switch tts --status",
             "true",
         ):
             assert as_ops(twin, f"sudo -n {forbidden}").returncode != 0, forbidden
