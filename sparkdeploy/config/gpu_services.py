@@ -6,7 +6,7 @@ switched on the Spark with spark-gpu-switch.
 
     gpu_services:
       - name: tts
-        image: ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.4
+        image: ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2
         port: 8880
         memory_gb: 12
         health: /health

@@ -20,7 +20,7 @@ from tests.twins import harness
 from tests.unit.samples import docstring_sample
 from tests.unit.test_ops_engine import serving_with
 
-TTS = {"name": "tts", "image": "ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.4", "port": 8880,
+TTS = {"name": "tts", "image": "ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2", "port": 8880,
        "memory_gb": 12}  # fmt: skip
 IMAGES = {**TTS, "name": "images", "port": 8188, "memory_gb": 40, "health": "/",
           "command": ["python3", "main.py", "--port", "8188"]}  # fmt: skip
@@ -80,7 +80,7 @@ def test_the_engine_and_every_service_conflict_both_ways():
     assert "ExecStopPost=-/usr/local/sbin/spark-memory-guard 40 300\n" in unit
     assert (
         "ExecStart=/usr/bin/docker run --pull missing --name spark-gpu-images --gpus all "
-        "--network host --ipc host ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.4 python3 main.py "
+        "--network host --ipc host ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2 python3 main.py "
         "--port 8188\n"
     ) in unit
 
