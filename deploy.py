@@ -10,7 +10,7 @@ nothing.
 
 from pyinfra import config
 
-from sparkdeploy.deploys import gpu
+from sparkdeploy.deploys import agent, gpu
 from sparkdeploy.deploys.engine import serve
 from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
@@ -31,4 +31,5 @@ fetch.fetch_everything()
 memory.guard_memory()
 serve.serve_model()
 gpu.take_turns()
+agent.serve_agent_tools()
 reboot.reboot_when_needed()

@@ -34,6 +34,19 @@ NETPLAN_BACKUP = "/var/lib/spark-deploy/netplan-backup"
 NETPLAN_NM_DIR = "/run/NetworkManager/system-connections"
 # The hf command's own venv (not a managed file: pip writes it).
 HF_CLI_VENV = "/opt/spark-deploy/hf-cli"
+# The MCP server for local coding agents (mcp_server): its own venv (pip writes it) and the
+# pure part of sparkdeploy it runs (a tar the deploy unpacks, with its digest), both under
+# MCP_DIR; what it knows of the Spark (MCP_CONTEXT, managed) and its unit (managed). It runs as
+# MCP_USER, a system user in the systemd-journal group (it reads the engines' journals and
+# the kernel log) with no sudo right and no docker group.
+MCP_DIR = "/opt/spark-deploy/mcp"
+MCP_VENV = MCP_DIR + "/venv"
+MCP_LIB = MCP_DIR + "/lib"
+MCP_USER = "spark-mcp"
+MCP_UNIT_NAME = "spark-mcp.service"
+MCP_CONTEXT = "/etc/spark-deploy/mcp/context.json"
+MCP_UNIT = SYSTEMD_DIR + "/" + MCP_UNIT_NAME
+MCP_PATH = "/mcp"  # its Streamable HTTP endpoint (the SDK's default path)
 # Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
 OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
 
@@ -192,6 +205,8 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
     ]
     if spark.qsfp:
         files.append(ManagedFile(NCCL_ENV, read_by="qsfp_network"))
+    if spark.mcp_server:
+        files += [ManagedFile(MCP_CONTEXT), ManagedFile(MCP_UNIT)]
     if spark.gpu_services:
         files += [ManagedFile(GPU_SWITCH_BIN, mode="755"), ManagedFile(GPU_SERVICES_MAP)]
         files += [ManagedFile(GPU_UNIT.format(unit=service.unit)) for service in spark.gpu_services]

@@ -340,6 +340,27 @@ class SparkSettings(BaseModel):
         "when it fails. Every Spark of the pair or cluster must set the same.",
     )
 
+    mcp_server: bool = Field(
+        False,
+        description="Run the read-only MCP server for local coding agents on the Spark "
+        "(spark-mcp.service, its own unprivileged user spark-mcp, bound to 127.0.0.1:mcp_port): "
+        "tools status, diagnose, explain_rule and check_command. See docs/mcp.md. Turning it off "
+        "stops it and removes its files; the user stays.",
+    )
+    mcp_port: int = Field(
+        8765,
+        ge=1024,
+        le=65535,
+        description="Port of the MCP server on 127.0.0.1 (Streamable HTTP at /mcp).",
+    )
+    mcp_sdk_version: str = Field(
+        "2.3.0",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        description="Release of the `mcp` Python SDK installed in the MCP server's own venv "
+        "(/opt/spark-deploy/mcp/venv), with the pydantic, PyYAML and packaging releases the "
+        "laptop runs; the server is written for the 2.x API.",
+    )
+
     @field_validator("hf_endpoint")
     @classmethod
     def _clear_text_token(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -413,6 +434,18 @@ class SparkSettings(BaseModel):
                 )
             taken[service.port] = service.name
         return services
+
+    @field_validator("mcp_port")
+    @classmethod
+    def _mcp_port_free(cls, port: int, info: ValidationInfo) -> int:
+        """The MCP server takes a port no engine, GPU service or link test answers on."""
+        engine = info.data.get("engine")
+        taken = {engine.port: "the engine"} if engine is not None else {}
+        taken |= {service.port: service.name for service in info.data.get("gpu_services") or []}
+        taken[info.data.get("link_test_port", 0)] = "the link test (link_test_port)"
+        if port in taken:
+            raise ValueError(f"port {port} is {taken[port]}'s: give the MCP server another")
+        return port
 
     @field_validator("qsfp")
     @classmethod

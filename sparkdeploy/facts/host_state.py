@@ -6,7 +6,7 @@ arguments built from the settings, the plan and the managed-file registry.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyinfra import host
 from pyinfra.api import FactBase, Host
@@ -17,6 +17,13 @@ from sparkdeploy.config.paths import (
     HF_CLI_VENV,
     HOME,
     IMAGE_READINGS,
+    MCP_CONTEXT,
+    MCP_DIR,
+    MCP_LIB,
+    MCP_UNIT,
+    MCP_UNIT_NAME,
+    MCP_USER,
+    MCP_VENV,
     ROLLBACK_KEPT,
     managed_files,
 )
@@ -49,6 +56,10 @@ class HostState:
     image_id: str = ""  # ID of the engine image on the Spark, "" when it is not there
     image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
+    # The MCP server: "venv" the requirements its venv was made with, "lib" the digest of the
+    # code unpacked, "user" spark-mcp's groups, "unit" is-active and is-enabled, "present" 1
+    # when any of its files is on the Spark ("" or absent when not)
+    mcp: dict[str, str] = field(default_factory=dict)
 
 
 # Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
@@ -76,6 +87,18 @@ def parse_packages(output: list[str]) -> tuple[dict[str, str], frozenset[str]]:
 
 
 MODEL_CHECK = file_text("model_check.py")
+# The MCP server's state (HostState.mcp), read whether it is wanted or not (to retire it).
+MCP_STAMP = MCP_VENV + "/spark-deploy.requirements"
+MCP_DIGEST = MCP_LIB + "/DIGEST"
+MCP_LINES = (
+    f"printf 'mcp venv %s\\n' \"$(cat {MCP_STAMP} 2>/dev/null)\"",
+    f"printf 'mcp lib %s\\n' \"$(cat {MCP_DIGEST} 2>/dev/null)\"",
+    f"printf 'mcp user %s\\n' \"$(id -nG {MCP_USER} 2>/dev/null)\"",
+    f"printf 'mcp unit %s %s\\n' \"$(systemctl is-active {MCP_UNIT_NAME})\""
+    f' "$(systemctl is-enabled {MCP_UNIT_NAME} 2>/dev/null || echo absent)"',
+    f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
+    " && echo 'mcp present 1' || echo 'mcp present 0'",
+)
 GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
 
 
@@ -106,6 +129,11 @@ class SparkHostState(FactBase):
         image sha256:9f2a6c1e0b7d4c5a8e3f1b2d6c7a8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9
         reading {"id": "sha256:9f2a...", "engine": "sglang", "release": "0.5.10", "ray": false, "flags": ["--port"]}
         kept 1
+        mcp venv mcp==2.3.0 pydantic==2.14.3 pyyaml==6.0.3 packaging==26.3
+        mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
+        mcp user spark-mcp systemd-journal
+        mcp unit active enabled
+        mcp present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
@@ -165,6 +193,7 @@ class SparkHostState(FactBase):
                     if image
                     else []
                 ),
+                *MCP_LINES,
                 *(
                     [
                         f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
@@ -184,6 +213,7 @@ class SparkHostState(FactBase):
         units: dict[str, tuple[str, str]] = {}
         owned: set[str] = set()
         reading: dict | None = None
+        mcp: dict[str, str] = {}
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
@@ -198,6 +228,9 @@ class SparkHostState(FactBase):
                 units[fields[0]] = (fields[1], fields[2])
             elif kind == "owned" and fields:
                 owned.add(fields[0])
+            elif kind == "mcp":
+                key, _, value = rest.partition(" ")
+                mcp[key] = value.strip()
             elif kind == "reading":
                 try:
                     reading = json.loads(rest)
@@ -221,6 +254,7 @@ class SparkHostState(FactBase):
             image_id="" if values.get("image", "-") == "-" else values["image"],
             image_reading=reading,
             kept=values.get("kept") == "1",
+            mcp=mcp,
         )
 
 

@@ -400,6 +400,75 @@ def to_argv(engine: str, version: str, args: Mapping[str, Any]) -> list[str]:
     return words
 
 
+@dataclass(frozen=True)
+class ParsedArgs:
+    """A server command line read as the release reads it (``from_argv``)."""
+
+    args: dict[str, Any]  # written flag -> value, in the shape ``to_argv`` and the checks take
+    positional: tuple[str, ...]  # words no flag takes (vLLM's `serve MODEL`)
+    unknown: tuple[str, ...]  # flags the release does not read (their value is guessed)
+
+
+def from_argv(engine: str, version: str, words: list[str]) -> ParsedArgs:
+    """
+    The inverse of ``to_argv``: a server's flags as written on a command line
+    (``--tp 2 --enable-x --cudagraph-capture-sizes 1 2 4 --k=v``) as the ``{"--flag": value}``
+    mapping the inventory says them in. Each flag is read with the release's own catalogue:
+    a ``bool`` flag takes no word, ``nargs`` ``+``/``*`` takes the words up to the next
+    flag, ``?`` takes the next word unless it is a flag, an ``append`` flag collects one
+    word per time it is given; a JSON flag's word is parsed. A flag the release does not
+    read takes the next word when that is not a flag, and is listed in ``unknown``.
+    """
+    catalogue = load_catalogue(engine, version)
+    args: dict[str, Any] = {}
+    positional: list[str] = []
+    unknown: list[str] = []
+    index = 0
+
+    def is_flag(word: str) -> bool:
+        return word.startswith("-") and not INT_TEXT.fullmatch(word) and not _float_text(word)
+
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if not is_flag(word) or word == "-":
+            positional.append(word)
+            continue
+        name, equals, inline = word.partition("=")
+        short = catalogue.spec(word[:2]) if not word.startswith("--") else None
+        if not equals and len(word) > 2 and short is not None and short.type != "bool":
+            name, equals, inline = word[:2], "=", word[2:]  # argparse's `-O3` for `-O 3`
+        reading = catalogue.read(name)
+        spec = catalogue.spec(reading.flag) if reading is not None else None
+        following = [inline] if equals else []
+        if spec is None:
+            unknown.append(name)
+            if not equals and index < len(words) and not is_flag(words[index]):
+                following, index = [words[index]], index + 1
+            args[name] = following[0] if following else True
+            continue
+        if not equals:
+            if spec.type == "bool" and reading is not None and not reading.path:
+                following = []
+            elif spec.nargs in ("+", "*"):
+                while index < len(words) and not is_flag(words[index]):
+                    following.append(words[index])
+                    index += 1
+            elif index < len(words) and (spec.nargs != "?" or not is_flag(words[index])):
+                following, index = [words[index]], index + 1
+        value: Any = True
+        if spec.nargs in ("+", "*") and spec.type != "json":
+            value = following
+        elif following:
+            value = json_object(following[0]) if spec.type == "json" else None
+            value = following[0] if value is None else value
+        if spec.repeatable and name in args:
+            args[name] = [*args[name], value] if isinstance(args[name], list) else [args[name]]
+        else:
+            args[name] = [value] if spec.repeatable else value
+    return ParsedArgs(args, tuple(positional), tuple(unknown))
+
+
 def _word(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value, separators=(",", ":"), sort_keys=True)

@@ -9,97 +9,22 @@ kernel log of which boot). The report is printed per host after pyinfra's result
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from pyinfra import host
 
 from sparkdeploy.engine_plan.plan import EnginePlan
-from sparkdeploy.facts.journals import BootLog, SparkJournals, UnitJournal
+from sparkdeploy.facts.journals import SparkJournals
 from sparkdeploy.facts.store import gathered
-from sparkdeploy.knowledge.signatures import ENGINE_JOURNAL, KERNEL_LOG, Diagnosis, diagnose
+from sparkdeploy.readings.diagnosis import (
+    JOURNAL_LINES,
+    KERNEL_LINES,
+    TAIL_LINES,
+    kernel_report,
+    report,
+)
 from sparkdeploy.reports import notices
 
-JOURNAL_LINES = 300  # read per unit: a failed start of SGLang or vLLM fits with its traceback
-KERNEL_LINES = 1000  # read per boot: the driver's lines of a wedge, or of its start at boot
-TAIL_LINES = 15  # shown when no signature matched
-INDENT = "    "  # pyinfra indents the first line of a notice by as much
-
-
-def _finding(diagnosis: Diagnosis) -> list[str]:
-    signature = diagnosis.signature
-    if signature.rule:
-        rule = f" (GB10 rule {signature.rule})"
-    else:
-        rule = " (no GB10 rule prevents it" + (" yet)" if signature.rule_needed else ")")
-    rows = [
-        ("rule id", signature.id + rule),
-        ("seen", diagnosis.line.strip()),
-        ("where", diagnosis.where),
-        ("cause", signature.cause),
-        ("fix", signature.fix),
-    ]
-    if signature.prevented_by:
-        rows.append(("prevent", signature.prevented_by))
-    if signature.rule_needed:
-        rows.append(("missing", f"GB10 rule: {signature.rule_needed}"))
-    if signature.sources:
-        rows.append(("source", "; ".join(str(source) for source in signature.sources)))
-    return [f"{INDENT * 2}{label:<8} {text}" for label, text in rows]
-
-
-def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
-    """The log level and text of one unit's diagnosis."""
-    head = f"{journal.unit}: {journal.summary()}"
-    if not journal.installed:
-        return logging.WARNING, f"{head}; run the deploy to install it"
-    level = logging.INFO if journal.active else logging.WARNING
-    found = diagnose("\n".join(journal.lines), ENGINE_JOURNAL)
-    read = f"its last {len(journal.lines)} journal lines"
-    if found:
-        earlier = (
-            " (the unit runs now: they may be from an earlier start)" if journal.active else ""
-        )
-        body = [f"{INDENT}{len(found)} known GB10 failure signature(s) in {read}{earlier}:"]
-        for diagnosis in found:
-            body += _finding(diagnosis)
-        return logging.WARNING, "\n".join([head, *body])
-    if not journal.lines:
-        return level, f"{head}; no journal lines"
-    tail = journal.lines[-TAIL_LINES:]
-    body = [
-        f"{INDENT}no known GB10 failure signature in {read} (of {lines} read); "
-        f"the last {len(tail)}:",
-        *(f"{INDENT * 2}| {line}" for line in tail),
-    ]
-    return level, "\n".join([head, *body])
-
-
-def kernel_findings(boots: list[BootLog]) -> list[Diagnosis]:
-    """The host signatures in each boot's lines, each tagged with the log and boot it was in."""
-    found = []
-    for boot in boots:
-        for diagnosis in diagnose("\n".join(boot.lines), KERNEL_LOG, scopes=("host",)):
-            found.append(replace(diagnosis, where=boot.where(diagnosis.line)))
-    return found
-
-
-def kernel_report(boots: list[BootLog], lines: int = KERNEL_LINES) -> tuple[int, str]:
-    """The log level and text of the kernel log's diagnosis."""
-    read = " and ".join(
-        f"{len(boot.lines)} lines of the {boot.boot}"
-        + ("" if boot.lines else " (not in the journal)")
-        for boot in boots
-    )
-    head = f"the kernel log (the last {lines} kernel lines per boot, with nvidia-persistenced's)"
-    found = kernel_findings(boots)
-    if found:
-        body = [f"{INDENT}{len(found)} known GB10 host failure signature(s) in {read}:"]
-        for diagnosis in found:
-            body += _finding(diagnosis)
-        return logging.WARNING, "\n".join([f"{head}:", *body])
-    if not any(boot.lines for boot in boots):
-        return logging.INFO, f"{head}: no lines (is the journal there and readable?)"
-    return logging.INFO, f"{head}: no known GB10 host failure signature in {read}"
+__all__ = ["TAIL_LINES", "diagnose_engines", "kernel_report", "report"]
 
 
 def diagnose_engines() -> None:

@@ -21,9 +21,24 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"escape", "knowledge"},
     "engine_plan": {"config", "knowledge"},
     "inventory": {"config", "engine_plan"},
-    "facts": {"config", "engine_plan", "escape", "knowledge", "render"},
+    # What is read on a Spark and what it means (commands, parsers, findings): shared by the
+    # facts (over SSH) and the MCP server (on the Spark).
+    "readings": {"escape", "knowledge"},
+    # The MCP server on the Spark: it runs the readings itself and checks with the planning
+    # code, shipped to the Spark without pyinfra (deploys/agent.py).
+    "agent": {"config", "engine_plan", "escape", "knowledge", "readings"},
+    "facts": {"config", "engine_plan", "escape", "knowledge", "readings", "render"},
     "fitness": {"config", "facts"},
-    "reports": {"config", "engine_plan", "escape", "facts", "fitness", "knowledge", "render"},
+    "reports": {
+        "config",
+        "engine_plan",
+        "escape",
+        "facts",
+        "fitness",
+        "knowledge",
+        "readings",
+        "render",
+    },
     "deploys": {
         "config",
         "engine_plan",
@@ -31,12 +46,14 @@ ALLOWED: dict[str, set[str]] = {
         "facts",
         "fitness",
         "knowledge",
+        "readings",
         "render",
         "reports",
     },
 }
-# Modules that must not touch pyinfra: the plan is made before any connection.
-PURE = ("knowledge", "config", "engine_plan", "inventory")
+# Modules that must not touch pyinfra: the plan is made before any connection, and the MCP
+# server runs them on the Spark, where pyinfra is not installed.
+PURE = ("knowledge", "config", "engine_plan", "inventory", "readings", "agent")
 
 
 def module_name(path: Path) -> str:

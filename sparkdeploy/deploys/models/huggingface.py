@@ -14,6 +14,7 @@ from pyinfra.api import deploy, operation
 from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV, HF_ENV_FILE, HF_PROFILE, HF_TOKEN
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.deploys.venv import PYTHON3_VENV
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.render import render
@@ -68,11 +69,7 @@ def hf_cli(version: str, venv: str = HF_CLI_VENV):
         host.noop(f"hf {version} is installed in {venv}")
         return
     if "python3-venv" not in state.packages:
-        yield (
-            "export DEBIAN_FRONTEND=noninteractive; "
-            "apt-get install -y -q --no-install-recommends python3-venv "
-            "|| { apt-get update -q && apt-get install -y -q --no-install-recommends python3-venv; }"
-        )
+        yield PYTHON3_VENV
     yield (
         f"python3 -m venv {venv} && "
         f"{venv}/bin/pip install --quiet --disable-pip-version-check "

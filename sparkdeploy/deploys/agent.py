@@ -1,0 +1,267 @@
+"""
+The read-only MCP server for local coding agents (``mcp_server: true``): the ``mcp`` SDK in
+a venv of its own, the pure part of sparkdeploy it runs (knowledge, config, engine_plan,
+readings, agent) unpacked beside it with its digest, what it knows of the Spark, a hardened
+unit bound to 127.0.0.1, and the system user it runs as. Turning it off stops it and
+removes its files. See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import tarfile
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, deploy, operation
+from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
+
+from sparkdeploy.agent.context import context_of
+from sparkdeploy.config.paths import (
+    MCP_CONTEXT,
+    MCP_DIR,
+    MCP_LIB,
+    MCP_PATH,
+    MCP_UNIT,
+    MCP_UNIT_NAME,
+    MCP_USER,
+    MCP_VENV,
+)
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.deploys.venv import venv_commands
+from sparkdeploy.escape import shell
+from sparkdeploy.facts.host_state import MCP_DIGEST, MCP_STAMP, host_state
+from sparkdeploy.render import render
+
+PACKAGE = Path(__file__).resolve().parents[1]  # sparkdeploy/
+# What the server runs: the parts of sparkdeploy that never import pyinfra (the layer test,
+# tests/unit/test_layers.py, keeps them so).
+SHIPPED_PARTS = (
+    "__init__.py",
+    "escape.py",
+    "knowledge",
+    "config",
+    "engine_plan",
+    "readings",
+    "agent",
+)
+# Besides the SDK, the libraries the shipped code imports, at the releases the laptop plans
+# with (installed from the same requirements.txt).
+SHIPPED_LIBRARIES = ("pydantic", "pyyaml", "packaging")
+HOST = "127.0.0.1"
+JOURNAL_GROUP = "systemd-journal"
+START_TIMEOUT = 60  # seconds the server may take to answer after a (re)start
+
+
+def requirements(spark: SparkSettings) -> list[str]:
+    """What the server's venv holds: the SDK and the shipped code's libraries, pinned."""
+    return [
+        f"mcp=={spark.mcp_sdk_version}",
+        *(f"{name}=={metadata.version(name)}" for name in SHIPPED_LIBRARIES),
+    ]
+
+
+@cache
+def library() -> tuple[bytes, str]:
+    """The shipped code as a gzipped tar, the same bytes for the same files (sorted, no
+    times or owners), and the sha256 of the tar."""
+    files = []
+    for part in SHIPPED_PARTS:
+        path = PACKAGE / part
+        found = [path] if path.is_file() else sorted(path.rglob("*"))
+        files += [f for f in found if f.is_file() and "__pycache__" not in f.parts]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in files:
+            info = tarfile.TarInfo("sparkdeploy/" + path.relative_to(PACKAGE).as_posix())
+            data = path.read_bytes()
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            archive.addfile(info, io.BytesIO(data))
+    data = raw.getvalue()
+    return gzip.compress(data, mtime=0), hashlib.sha256(data).hexdigest()
+
+
+@operation()
+def mcp_user(user: str = MCP_USER):
+    """
+    Make the system user the MCP server runs as: no login, no home, no sudo right, in the
+    systemd-journal group only (it reads the engines' journals and the kernel log).
+
+    + user: the user's name
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_user()
+    """
+    groups = host_state().mcp.get("user", "").split()
+    if JOURNAL_GROUP in groups:
+        host.noop(f"{user} exists and reads the journal")
+        return
+    if not groups:
+        yield (
+            f"useradd --system --user-group --no-create-home --home-dir /nonexistent "
+            f"--shell /usr/sbin/nologin --groups {JOURNAL_GROUP} {shell(user)}"
+        )
+    else:
+        yield f"usermod -a -G {JOURNAL_GROUP} {shell(user)}"
+
+
+@operation()
+def mcp_venv(packages: list[str], venv: str = MCP_VENV):
+    """
+    Install the MCP server's venv with exactly ``packages``, made beside the old one and
+    swapped in whole, so an interrupted install leaves the old one serving.
+
+    + packages: pinned requirements (``mcp==2.3.0``, ...)
+    + venv: the folder of the venv
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_venv(packages=["mcp==2.3.0", "pydantic==2.14.3"])
+    """
+    wanted = " ".join(packages)
+    if host_state().mcp.get("venv") == wanted:
+        host.noop(f"{venv} holds {wanted}")
+        return
+    staged = f"{venv}.new"
+    yield from venv_commands(staged, packages)
+    yield (
+        f"printf '%s\\n' {shell(wanted)} > {staged}/{posix_name(MCP_STAMP)} && "
+        f"rm -rf {venv} && mv {staged} {venv}"
+    )
+
+
+def posix_name(path: str) -> str:
+    return path.rsplit("/", 1)[1]
+
+
+@operation()
+def mcp_library(archive: bytes, digest: str, lib: str = MCP_LIB):
+    """
+    Unpack the code the MCP server runs into ``lib``, beside the old copy first, then
+    swapped in whole; its digest is kept in the folder, so an unchanged copy is a no-op.
+
+    + archive: the gzipped tar of the shipped part of sparkdeploy (``library()``)
+    + digest: the sha256 of the tar, kept as lib/DIGEST
+    + lib: the folder on PYTHONPATH of the server
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_library(*agent.library())
+    """
+    if host_state().mcp.get("lib") == digest:
+        host.noop(f"{lib} holds the code of this deploy ({digest[:12]})")
+        return
+    upload = f"{MCP_DIR}/lib.tar.gz"
+    staged, old = f"{lib}.new", f"{lib}.old"
+    yield f"mkdir -p {MCP_DIR} && rm -rf {staged} {old} && mkdir -m 755 {staged}"
+    yield FileUploadCommand(io.BytesIO(archive), upload)
+    yield (
+        f"tar -xzf {upload} -C {staged} --no-same-owner && chmod -R u=rwX,go=rX {staged} && "
+        f"printf '%s\\n' {shell(digest)} > {staged}/{posix_name(MCP_DIGEST)} && "
+        f"{{ [ ! -e {lib} ] || mv {lib} {old}; }} && mv {staged} {lib} && rm -rf {old} {upload}"
+    )
+
+
+@operation()
+def mcp_running(port: int, restart: bool = False):
+    """
+    Keep the MCP server enabled and running; (re)start it when asked or when it is not
+    active, then wait until it answers on 127.0.0.1.
+
+    + port: its port on 127.0.0.1
+    + restart: restart it even when it runs (its code, venv, context or unit changed)
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_running(port=8765)
+    """
+    active, enabled = (host_state().mcp.get("unit", "") + " absent").split()[:2]
+    if enabled != "enabled":
+        yield f"systemctl enable {MCP_UNIT_NAME}"
+    if not restart and active == "active":
+        if enabled == "enabled":
+            host.noop(f"{MCP_UNIT_NAME} is enabled and running")
+        return
+    yield f"systemctl {'restart' if active == 'active' else 'start'} {MCP_UNIT_NAME}"
+    url = shell(f"http://{HOST}:{port}{MCP_PATH}")
+    yield (
+        f"for i in $(seq {START_TIMEOUT}); do curl -s -o /dev/null -m 2 {url} && exit 0; "
+        f"systemctl -q is-failed {MCP_UNIT_NAME} && break; sleep 1; done; "
+        f"echo 'spark-mcp did not answer on {HOST}:{port}:' >&2; "
+        f"journalctl -u {MCP_UNIT_NAME} -n 20 --no-pager >&2; exit 1"
+    )
+
+
+@operation()
+def mcp_retired():
+    """
+    Stop the MCP server and remove its unit, context, code and venv (the user stays).
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_retired()
+    """
+    if host_state().mcp.get("present") != "1":
+        host.noop("no MCP server on this Spark")
+        return
+    yield f"systemctl disable --now {MCP_UNIT_NAME} 2>/dev/null || true"
+    yield f"rm -rf {MCP_UNIT} {shell(MCP_CONTEXT)} {MCP_DIR} && systemctl daemon-reload"
+
+
+@deploy("Serve read-only diagnosis to local coding agents (MCP)")
+def serve_agent_tools() -> None:
+    spark: SparkSettings = host.data.spark
+    if not spark.mcp_server:
+        mcp_retired(name="Remove the MCP server (mcp_server is off)")
+        return
+    mcp_user(name=f"Make the {MCP_USER} user (systemd-journal, no sudo)")
+    venv = mcp_venv(
+        name=f"Install the MCP SDK ({spark.mcp_sdk_version}) in its own venv",
+        packages=requirements(spark),
+    )
+    archive, digest = library()
+    code = mcp_library(name="Install the code the MCP server runs", archive=archive, digest=digest)
+    context = managed_file(
+        name="Tell the MCP server about this Spark",
+        path=MCP_CONTEXT,
+        content=context_of(
+            host.name, spark, host.data.get("engine_plan"), host.data.place
+        ).to_json(),
+    )
+    unit = managed_file(
+        name=f"Write {MCP_UNIT_NAME}",
+        path=MCP_UNIT,
+        content=render(
+            "mcp.service.j2",
+            user=MCP_USER,
+            host=HOST,
+            port=spark.mcp_port,
+            path=MCP_PATH,
+            venv=MCP_VENV,
+            lib=MCP_LIB,
+            context=MCP_CONTEXT,
+        ),
+    )
+    systemd.daemon_reload(name="Reload systemd units", _if=any_changed(unit))
+    mcp_running(
+        name=f"Run the MCP server on {HOST}:{spark.mcp_port}",
+        port=spark.mcp_port,
+        restart=venv.will_change or code.will_change or context.will_change or unit.will_change,
+    )
