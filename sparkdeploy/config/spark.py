@@ -349,6 +349,7 @@ class SparkSettings(BaseModel):
     )
     mcp_port: int = Field(
         8765,
+        validate_default=True,  # the default, too, must be free
         ge=1024,
         le=65535,
         description="Port of the MCP server on 127.0.0.1 (Streamable HTTP at /mcp).",

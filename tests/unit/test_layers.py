@@ -40,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
         "render",
     },
     "deploys": {
+        "agent",
         "config",
         "engine_plan",
         "escape",

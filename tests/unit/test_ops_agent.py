@@ -1,0 +1,160 @@
+"""The MCP server's operations: the host-state fact in, the commands (or the no-op) out."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import tarfile
+
+import pytest
+
+from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.deploys.agent import (
+    library,
+    mcp_library,
+    mcp_retired,
+    mcp_running,
+    mcp_user,
+    mcp_venv,
+    requirements,
+)
+from sparkdeploy.facts.host_state import SparkHostState
+from tests.unit.operations import HOST_STATE, Outcome, given, host_state, run, spark
+
+PACKAGES = ["mcp==2.3.0", "pydantic==2.14.3", "pyyaml==6.0.3", "packaging==26.3"]
+ARCHIVE, DIGEST = library()
+
+
+def with_mcp(operation, mcp: dict[str, str], **arguments) -> Outcome:
+    host = spark(mcp_server=True)
+    given(host, SparkHostState, host_state(mcp=mcp))
+    return run(operation, host, **arguments)
+
+
+def test_the_sample_fact_reads_every_mcp_line():
+    assert HOST_STATE.mcp == {
+        "venv": " ".join(PACKAGES),
+        "lib": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
+        "user": "spark-mcp systemd-journal",
+        "unit": "active enabled",
+        "present": "1",
+    }
+
+
+def test_the_user_reading_the_journal_is_a_noop_else_made_or_added_to_the_group():
+    assert with_mcp(mcp_user, {"user": "spark-mcp systemd-journal"}).noop == (
+        "spark-mcp exists and reads the journal"
+    )
+    assert with_mcp(mcp_user, {"user": ""}).commands == [
+        "useradd --system --user-group --no-create-home --home-dir /nonexistent "
+        "--shell /usr/sbin/nologin --groups systemd-journal spark-mcp"
+    ]
+    assert with_mcp(mcp_user, {"user": "spark-mcp"}).commands == [
+        "usermod -a -G systemd-journal spark-mcp"
+    ]
+
+
+def test_the_venv_is_made_beside_the_old_and_swapped_in_whole():
+    outcome = with_mcp(mcp_venv, {"venv": "mcp==2.2.0"}, packages=PACKAGES)
+    venv = "/opt/spark-deploy/mcp/venv"
+    assert outcome.commands == [
+        f"rm -rf {venv}.new && python3 -m venv {venv}.new && {venv}.new/bin/pip install "
+        "--quiet --disable-pip-version-check " + " ".join(PACKAGES),
+        f"printf '%s\\n' '{' '.join(PACKAGES)}' > {venv}.new/spark-deploy.requirements && "
+        f"rm -rf {venv} && mv {venv}.new {venv}",
+    ]
+    same = with_mcp(mcp_venv, {"venv": " ".join(PACKAGES)}, packages=PACKAGES)
+    assert same.commands == [] and same.noop == f"{venv} holds {' '.join(PACKAGES)}"
+
+
+def test_the_venv_pins_the_laptops_libraries():
+    from importlib import metadata
+
+    wanted = requirements(spark(mcp_sdk_version="2.3.0").data.spark)
+    assert wanted == ["mcp==2.3.0"] + [
+        f"{name}=={metadata.version(name)}" for name in ("pydantic", "pyyaml", "packaging")
+    ]
+
+
+def test_the_library_is_the_pure_part_only_and_the_same_bytes_every_time():
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(ARCHIVE))) as archive:
+        names = archive.getnames()
+    parts = {name.split("/")[1] for name in names}
+    assert parts == {
+        "__init__.py",
+        "escape.py",
+        "knowledge",
+        "config",
+        "engine_plan",
+        "readings",
+        "agent",
+    }
+    assert "sparkdeploy/agent/server.py" in names
+    assert "sparkdeploy/knowledge/catalogues/sglang-0.5.10.json" in names
+    assert not any("__pycache__" in name for name in names)
+    library.cache_clear()
+    assert library() == (ARCHIVE, DIGEST)
+
+
+def test_the_library_is_unpacked_beside_and_swapped_in_unless_its_digest_is_there():
+    outcome = with_mcp(mcp_library, {"lib": "old"}, archive=ARCHIVE, digest=DIGEST)
+    lib = "/opt/spark-deploy/mcp/lib"
+    assert outcome.commands == [
+        f"mkdir -p /opt/spark-deploy/mcp && rm -rf {lib}.new {lib}.old && mkdir -m 755 {lib}.new",
+        "upload /opt/spark-deploy/mcp/lib.tar.gz",
+        f"tar -xzf /opt/spark-deploy/mcp/lib.tar.gz -C {lib}.new --no-same-owner && "
+        f"chmod -R u=rwX,go=rX {lib}.new && printf '%s\\n' {DIGEST} > {lib}.new/DIGEST && "
+        f"{{ [ ! -e {lib} ] || mv {lib} {lib}.old; }} && mv {lib}.new {lib} && "
+        f"rm -rf {lib}.old /opt/spark-deploy/mcp/lib.tar.gz",
+    ]
+    same = with_mcp(mcp_library, {"lib": DIGEST}, archive=ARCHIVE, digest=DIGEST)
+    assert same.commands == [] and str(same.noop).startswith(f"{lib} holds the code of this deploy")
+
+
+@pytest.mark.parametrize(
+    "unit, restart, expected",
+    [
+        ("active enabled", False, []),
+        ("inactive absent", False, ["systemctl enable spark-mcp.service", "systemctl start"]),
+        ("active enabled", True, ["systemctl restart"]),
+        ("active disabled", False, ["systemctl enable spark-mcp.service"]),
+    ],
+)
+def test_the_server_runs_enabled_and_answers_after_a_start(unit, restart, expected):
+    outcome = with_mcp(mcp_running, {"unit": unit}, port=8765, restart=restart)
+    starts = [c for c in outcome.commands if c.startswith("systemctl ")]
+    assert [c.split(" spark-mcp")[0] if "enable" not in c else c for c in starts] == expected
+    waits = [c for c in outcome.commands if "curl" in c]
+    if any("start" in c for c in starts):
+        assert waits and "curl -s -o /dev/null -m 2 http://127.0.0.1:8765/mcp" in waits[0]
+        assert "journalctl -u spark-mcp.service -n 20" in waits[0]
+    else:
+        assert waits == []
+    if not expected:
+        assert outcome.noop == "spark-mcp.service is enabled and running"
+
+
+def test_turned_off_it_is_removed_when_anything_of_it_is_there():
+    assert with_mcp(mcp_retired, {"present": "0"}).noop == "no MCP server on this Spark"
+    assert with_mcp(mcp_retired, {"present": "1"}).commands == [
+        "systemctl disable --now spark-mcp.service 2>/dev/null || true",
+        "rm -rf /etc/systemd/system/spark-mcp.service /etc/spark-deploy/mcp/context.json "
+        "/opt/spark-deploy/mcp && systemctl daemon-reload",
+    ]
+
+
+@pytest.mark.parametrize(
+    "keys, taken",
+    [
+        (
+            {"model_repo": "Qwen/Qwen3-8B", "engine": {"name": "sglang", "port": 8765}},
+            "the engine's",
+        ),
+        ({"link_test_port": 8765}, "the link test (link_test_port)'s"),
+    ],
+)
+def test_the_mcp_port_is_its_own(keys, taken):
+    message = f"key 'mcp_port': port 8765 is {taken}: give the MCP server another"
+    with pytest.raises(InventoryError, match=re.escape(message)):
+        spark(mcp_server=True, **keys)
