@@ -22,7 +22,7 @@ from typing import Any
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Place
-from sparkdeploy.engine_plan.effective import MultiNode
+from sparkdeploy.engine_plan.effective import MultiNode, multinode_of
 from sparkdeploy.engine_plan.plan import EnginePlan
 
 FORMAT = 1  # the shape of context.json; a server reading another refuses to start
@@ -66,15 +66,7 @@ def context_of(
     units |= {service.name: service.unit for service in spark.gpu_services}
     multinode = None
     if plan is not None and plan.nodes > 1:
-        multinode = asdict(
-            MultiNode(
-                nodes=place.nodes,
-                rank=place.rank,
-                head=place.head_ip,
-                interface=place.rails[0].interface,
-                address=place.rails[0].ip,
-            )
-        )
+        multinode = asdict(multinode_of(place))
     return SparkContext(
         spark=name,
         engine=engine.model_dump(mode="json", exclude_unset=True) if engine else None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.topology import Place
 from sparkdeploy.knowledge.flags import Catalogue, check_flags, json_object, load_catalogue
 from sparkdeploy.knowledge.profiles import (
     LAYOUT,
@@ -56,6 +57,17 @@ class MultiNode:
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:
             raise ValueError(f"rank {self.rank} is not in 0..{self.nodes - 1}")
+
+
+def multinode_of(place: Place) -> MultiNode:
+    """This Spark's place among the Sparks serving one model: reached on its first rail."""
+    return MultiNode(
+        nodes=place.nodes,
+        rank=place.rank,
+        head=place.head_ip,
+        interface=place.rails[0].interface,
+        address=place.rails[0].ip,
+    )
 
 
 @dataclass(frozen=True)

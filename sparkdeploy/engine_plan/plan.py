@@ -24,6 +24,7 @@ from sparkdeploy.engine_plan.effective import (
     chooses_ray,
     effective_args,
     effective_env,
+    multinode_of,
     speculative_on,
 )
 from sparkdeploy.engine_plan.rules import check_rules, judge
@@ -441,17 +442,7 @@ def plan_sparks(
             return plans, problems, warnings
     for name, (spark, engine) in engines.items():
         place = topology[name]
-        multinode = (
-            MultiNode(
-                nodes=place.nodes,
-                rank=place.rank,
-                head=place.head_ip,
-                interface=place.rails[0].interface,
-                address=place.rails[0].ip,
-            )
-            if together
-            else None
-        )
+        multinode = multinode_of(place) if together else None
         model = spark.model_folder(spark.model_repo) if spark.model_repo else None
         draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
         try:

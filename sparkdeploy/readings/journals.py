@@ -3,25 +3,8 @@ The engine units' journals and the Spark's kernel log, read-only: the shell comm
 read them and their parsers. ``facts/journals.py`` runs them over SSH as facts; the MCP
 server (``agent/``) runs them on the Spark.
 
-Sample output of ``journals_command(("spark-engine-sglang.service",), 300, 1000)``::
-
-    @@spark-deploy@@ unit spark-engine-sglang.service
-    @@spark-deploy@@ state LoadState=loaded
-    @@spark-deploy@@ state ActiveState=failed
-    @@spark-deploy@@ state SubState=failed
-    @@spark-deploy@@ state Result=exit-code
-    @@spark-deploy@@ state ExecMainStatus=1
-    @@spark-deploy@@ state NRestarts=3
-    @@spark-deploy@@ state StateChangeTimestamp=Mon 2026-03-23 10:12:05 UTC
-    [2026-03-23 10:12:03 TP0] Load weight begin. avail mem=119.62 GB
-    RuntimeError: CUDA error: invalid device function
-    spark-engine-sglang.service: Failed with result 'exit-code'.
-    @@spark-deploy@@ boot current boot
-    2026-11-21T08:00:03+00:00 spark-1 kernel: nvidia-nvlink: Nvlink Core is being initialized
-    2026-11-21T08:00:09+00:00 spark-1 nvidia-persistenced[1187]: Started (1187)
-    @@spark-deploy@@ boot previous boot
-    2026-11-20T23:41:17+00:00 spark-1 kernel: NVRM: GPU 000f:01:00.0: RmInitAdapter failed! (0x62:0x1a:2631)
-"""  # noqa: E501 -- the sample output is verbatim
+Their sample output is in the docstrings of the facts that run them (``facts/journals.py``).
+"""
 
 from __future__ import annotations
 
