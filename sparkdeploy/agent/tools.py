@@ -44,13 +44,15 @@ from sparkdeploy.knowledge.flags import (
 )
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 from sparkdeploy.knowledge.profiles import managed_flags
-from sparkdeploy.knowledge.signatures import Diagnosis, diagnose, signatures
+from sparkdeploy.knowledge.signatures import Diagnosis, signatures
 from sparkdeploy.readings.diagnosis import (
     JOURNAL_LINES,
     KERNEL_LINES,
+    TAIL_LINES,
     kernel_findings,
     kernel_report,
     report,
+    unit_findings,
 )
 from sparkdeploy.readings.journals import (
     JOURNAL_MARK,
@@ -116,24 +118,23 @@ class Tools:
         journals = parse_journals(self.run(journals_command(units, lines, KERNEL_LINES)))
         texts, found_units = [], []
         for journal in journals.units:
-            _, text = report(journal, lines)
-            texts.append(text)
-            found = diagnose("\n".join(journal.lines)) if journal.installed else []
+            found = unit_findings(journal)
+            texts.append(report(journal, lines, found)[1])
             found_units.append(
                 {
                     "unit": journal.unit,
                     "state": journal.summary(),
                     "active": journal.active,
                     "findings": [_finding(item) for item in found],
-                    "last_lines": list(journal.lines[-15:]),
+                    "last_lines": list(journal.lines[-TAIL_LINES:]),
                 }
             )
-        _, kernel_text = kernel_report(journals.boots)
-        texts.append(kernel_text)
+        kernel = kernel_findings(journals.boots)
+        texts.append(kernel_report(journals.boots, found=kernel)[1])
         return {
             "spark": self.context.spark,
             "units": found_units,
-            "kernel": [_finding(item) for item in kernel_findings(journals.boots)],
+            "kernel": [_finding(item) for item in kernel],
             "report": "\n".join(texts),
         }
 

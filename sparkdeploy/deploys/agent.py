@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import posixpath
 import tarfile
 from functools import cache
 from importlib import metadata
@@ -136,13 +137,9 @@ def mcp_venv(packages: list[str], venv: str = MCP_VENV):
     staged = f"{venv}.new"
     yield from venv_commands(staged, packages)
     yield (
-        f"printf '%s\\n' {shell(wanted)} > {staged}/{posix_name(MCP_STAMP)} && "
+        f"printf '%s\\n' {shell(wanted)} > {staged}/{posixpath.basename(MCP_STAMP)} && "
         f"rm -rf {venv} && mv {staged} {venv}"
     )
-
-
-def posix_name(path: str) -> str:
-    return path.rsplit("/", 1)[1]
 
 
 @operation()
@@ -170,7 +167,7 @@ def mcp_library(archive: bytes, digest: str, lib: str = MCP_LIB):
     yield FileUploadCommand(io.BytesIO(archive), upload)
     yield (
         f"tar -xzf {upload} -C {staged} --no-same-owner && chmod -R u=rwX,go=rX {staged} && "
-        f"printf '%s\\n' {shell(digest)} > {staged}/{posix_name(MCP_DIGEST)} && "
+        f"printf '%s\\n' {shell(digest)} > {staged}/{posixpath.basename(MCP_DIGEST)} && "
         f"{{ [ ! -e {lib} ] || mv {lib} {old}; }} && mv {staged} {lib} && rm -rf {old} {upload}"
     )
 
@@ -190,7 +187,7 @@ def mcp_running(port: int, restart: bool = False):
 
         agent.mcp_running(port=8765)
     """
-    active, enabled = (host_state().mcp.get("unit", "") + " absent").split()[:2]
+    active, enabled = host_state().units.get(MCP_UNIT_NAME, ("inactive", "absent"))
     if enabled != "enabled":
         yield f"systemctl enable {MCP_UNIT_NAME}"
     if not restart and active == "active":

@@ -57,8 +57,8 @@ class HostState:
     image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
     # The MCP server: "venv" the requirements its venv was made with, "lib" the digest of the
-    # code unpacked, "user" spark-mcp's groups, "unit" is-active and is-enabled, "present" 1
-    # when any of its files is on the Spark ("" or absent when not)
+    # code unpacked, "user" spark-mcp's groups, "present" 1 when any of its files is on the
+    # Spark ("" when not); its unit's state is in ``units`` when it is wanted
     mcp: dict[str, str] = field(default_factory=dict)
 
 
@@ -94,8 +94,6 @@ MCP_LINES = (
     f"printf 'mcp venv %s\\n' \"$(cat {MCP_STAMP} 2>/dev/null)\"",
     f"printf 'mcp lib %s\\n' \"$(cat {MCP_DIGEST} 2>/dev/null)\"",
     f"printf 'mcp user %s\\n' \"$(id -nG {MCP_USER} 2>/dev/null)\"",
-    f"printf 'mcp unit %s %s\\n' \"$(systemctl is-active {MCP_UNIT_NAME})\""
-    f' "$(systemctl is-enabled {MCP_UNIT_NAME} 2>/dev/null || echo absent)"',
     f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
     " && echo 'mcp present 1' || echo 'mcp present 0'",
 )
@@ -132,7 +130,6 @@ class SparkHostState(FactBase):
         mcp venv mcp==2.3.0 pydantic==2.14.3 pyyaml==6.0.3 packaging==26.3
         mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
         mcp user spark-mcp systemd-journal
-        mcp unit active enabled
         mcp present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
@@ -278,7 +275,11 @@ def host_state(target: Host | None = None) -> HostState:
         user=spark.user,
         paths=paths,
         models=models,
-        units=(*(plan.units if plan else ()), *(s.unit for s in spark.gpu_services)),
+        units=(
+            *(plan.units if plan else ()),
+            *(s.unit for s in spark.gpu_services),
+            *([MCP_UNIT_NAME] if spark.mcp_server else []),
+        ),
         owned_globs=ENGINE_FILE_GLOBS,
         image=plan.image if plan else "",
     )

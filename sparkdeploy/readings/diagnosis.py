@@ -42,13 +42,22 @@ def _finding(diagnosis: Diagnosis) -> list[str]:
     return [f"{INDENT * 2}{label:<8} {text}" for label, text in rows]
 
 
-def report(journal: UnitJournal, lines: int = JOURNAL_LINES) -> tuple[int, str]:
-    """The log level and text of one unit's diagnosis."""
+def unit_findings(journal: UnitJournal) -> list[Diagnosis]:
+    """The signatures in one installed unit's journal lines (every scope: NCCL and the
+    engines report some host faults there)."""
+    return diagnose("\n".join(journal.lines), ENGINE_JOURNAL) if journal.installed else []
+
+
+def report(
+    journal: UnitJournal, lines: int = JOURNAL_LINES, found: list[Diagnosis] | None = None
+) -> tuple[int, str]:
+    """The log level and text of one unit's diagnosis (``found``: its ``unit_findings``,
+    when the caller has them already)."""
     head = f"{journal.unit}: {journal.summary()}"
     if not journal.installed:
         return logging.WARNING, f"{head}; run the deploy to install it"
     level = logging.INFO if journal.active else logging.WARNING
-    found = diagnose("\n".join(journal.lines), ENGINE_JOURNAL)
+    found = unit_findings(journal) if found is None else found
     read = f"its last {len(journal.lines)} journal lines"
     if found:
         earlier = (
@@ -78,15 +87,18 @@ def kernel_findings(boots: list[BootLog]) -> list[Diagnosis]:
     return found
 
 
-def kernel_report(boots: list[BootLog], lines: int = KERNEL_LINES) -> tuple[int, str]:
-    """The log level and text of the kernel log's diagnosis."""
+def kernel_report(
+    boots: list[BootLog], lines: int = KERNEL_LINES, found: list[Diagnosis] | None = None
+) -> tuple[int, str]:
+    """The log level and text of the kernel log's diagnosis (``found``: its
+    ``kernel_findings``, when the caller has them already)."""
     read = " and ".join(
         f"{len(boot.lines)} lines of the {boot.boot}"
         + ("" if boot.lines else " (not in the journal)")
         for boot in boots
     )
     head = f"the kernel log (the last {lines} kernel lines per boot, with nvidia-persistenced's)"
-    found = kernel_findings(boots)
+    found = kernel_findings(boots) if found is None else found
     if found:
         body = [f"{INDENT}{len(found)} known GB10 host failure signature(s) in {read}:"]
         for diagnosis in found:

@@ -52,7 +52,8 @@ class UnitJournal:
 
 
 def units_command(units: tuple[str, ...], lines: int) -> str:
-    """Each unit's state (``systemctl show``) and last journal lines (message text only)."""
+    """Each unit's state (``systemctl show``) and last ``lines`` journal lines (message text
+    only; none read when ``lines`` is 0)."""
     properties = ",".join(UNIT_PROPERTIES)
     commands = []
     for unit in units:
@@ -60,7 +61,7 @@ def units_command(units: tuple[str, ...], lines: int) -> str:
         commands += [
             f"printf '{JOURNAL_MARK} unit %s\\n' {quoted}",
             f"systemctl show {quoted} -p {properties} | sed 's/^/{JOURNAL_MARK} state /'",
-            f"journalctl -u {quoted} -n {int(lines)} --no-pager -q -o cat",
+            *([f"journalctl -u {quoted} -n {int(lines)} --no-pager -q -o cat"] if lines else []),
         ]
     return "\n".join([*commands, "true"])
 

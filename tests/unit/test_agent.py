@@ -222,9 +222,10 @@ def status_output(engine: str = "active", tts: str = "inactive") -> list[str]:
 
 def test_status_says_who_holds_the_gpu_the_api_and_memory():
     models = '{"object": "list", "data": [{"id": "Qwen3-8B"}]}'
-    answer = tools(
-        status_output(), answers={"/health": (200, ""), "/v1/models": (200, models)}
-    ).status()
+    made = tools(status_output(), answers={"/health": (200, ""), "/v1/models": (200, models)})
+    answer = made.status()
+    (command,) = asked(made).commands
+    assert f"systemctl show {UNIT} " in command and "journalctl" not in command
     assert answer["gpu_holder"] == "engine"
     assert answer["api"] == {"health": 200, "state": "serving", "models": ["Qwen3-8B"]}
     assert answer["memory"] == {"available_gib": 113.7, "guard_gib": 70}

@@ -26,9 +26,12 @@ PACKAGES = ["mcp==2.3.0", "pydantic==2.14.3", "pyyaml==6.0.3", "packaging==26.3"
 ARCHIVE, DIGEST = library()
 
 
-def with_mcp(operation, mcp: dict[str, str], **arguments) -> Outcome:
+def with_mcp(
+    operation, mcp: dict[str, str], unit: tuple[str, str] | None = None, **arguments
+) -> Outcome:
     host = spark(mcp_server=True)
-    given(host, SparkHostState, host_state(mcp=mcp))
+    units = {"spark-mcp.service": unit} if unit else {}
+    given(host, SparkHostState, host_state(mcp=mcp, units=units))
     return run(operation, host, **arguments)
 
 
@@ -37,7 +40,6 @@ def test_the_sample_fact_reads_every_mcp_line():
         "venv": " ".join(PACKAGES),
         "lib": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
         "user": "spark-mcp systemd-journal",
-        "unit": "active enabled",
         "present": "1",
     }
 
@@ -115,14 +117,14 @@ def test_the_library_is_unpacked_beside_and_swapped_in_unless_its_digest_is_ther
 @pytest.mark.parametrize(
     "unit, restart, expected",
     [
-        ("active enabled", False, []),
-        ("inactive absent", False, ["systemctl enable spark-mcp.service", "systemctl start"]),
-        ("active enabled", True, ["systemctl restart"]),
-        ("active disabled", False, ["systemctl enable spark-mcp.service"]),
+        (("active", "enabled"), False, []),
+        (None, False, ["systemctl enable spark-mcp.service", "systemctl start"]),
+        (("active", "enabled"), True, ["systemctl restart"]),
+        (("active", "disabled"), False, ["systemctl enable spark-mcp.service"]),
     ],
 )
 def test_the_server_runs_enabled_and_answers_after_a_start(unit, restart, expected):
-    outcome = with_mcp(mcp_running, {"unit": unit}, port=8765, restart=restart)
+    outcome = with_mcp(mcp_running, {}, unit, port=8765, restart=restart)
     starts = [c for c in outcome.commands if c.startswith("systemctl ")]
     assert [c.split(" spark-mcp")[0] if "enable" not in c else c for c in starts] == expected
     waits = [c for c in outcome.commands if "curl" in c]
