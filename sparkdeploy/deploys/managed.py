@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+from collections.abc import Generator, Iterator
 from io import StringIO
 
 from pyinfra import host
@@ -61,7 +62,8 @@ def managed_file(path: str, content: str):
 
     The registry entry also says whether the staged copy is validated first (``visudo
     -cf``; on failure it is removed and nothing changes) and whether the file is a secret
-    (uploaded through a private 0700 folder, its folders created 0700 for the owner).
+    (uploaded through the SSH user's private 0700 folder, never readable by others). A file
+    under the operator's home is written by the operator, never by root (``AS_OPERATOR``).
 
     **Example:**
 
@@ -80,29 +82,71 @@ def managed_file(path: str, content: str):
     if current == wanted:
         host.noop(f"{path} is up to date")
         return
-    real = posixpath.join(state.user_home, path[len(HOME) :]) if file.under_home else path
-    target = shell(real)
-    owner = shell(f"{wanted.user}:{wanted.group}")
-    ownership = f"chown {owner} {{f}} && chmod {wanted.mode} {{f}}"
+    if file.under_home:
+        yield from _home_file(file, content, state)
+        return
+    yield from _system_file(file, content, current, wanted, state)
+
+
+def _system_file(
+    file: ManagedFile, content: str, current: FileState | None, wanted: FileState, state: HostState
+) -> Iterator[str | FileUploadCommand]:
+    """A file in a root-owned folder: staged beside it, checked, renamed. Only the file's own
+    folder is created (``mkdir -p``: a folder that exists keeps its mode and owner); a secret
+    is staged into a file made 0600 before its content is copied in (cp keeps the mode of a
+    file it writes into), so it is never readable by others, not even for a moment."""
+    target = shell(file.path)
+    ownership = f"chown {shell(f'{wanted.user}:{wanted.group}')} {{f}} && chmod {wanted.mode} {{f}}"
     if current is not None and current.sha256 == wanted.sha256:
         yield ownership.format(f=target)
         return
-    staged = shell(f"{real}.spark-deploy-new")
+    staged = shell(f"{file.path}.spark-deploy-new")
+    yield f"mkdir -p {shell(posixpath.dirname(file.path))}"
     private_upload = None
     if file.secret:
-        staging_dir = posixpath.join(state.ssh_home, UPLOAD_DIR)
-        private_upload = posixpath.join(staging_dir, posixpath.basename(real))
-        yield f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shell(staging_dir)}'
-        parent = posixpath.dirname(real)
-        folders = " ".join(shell(folder) for folder in (posixpath.dirname(parent), parent))
-        yield f"install -d -m 700 -o {shell(wanted.user)} -g {shell(wanted.group)} {folders}"
-    else:
-        yield f"mkdir -p {shell(posixpath.dirname(real))}"
+        private_upload = yield from _private_upload_dir(file, state)
+        yield f"rm -f {staged} && install -m 600 -o root -g root /dev/null {staged}"
     # With sudo, pyinfra uploads to a temporary file and copies it to the staged path.
     yield FileUploadCommand(
-        StringIO(content), f"{real}.spark-deploy-new", remote_temp_filename=private_upload
+        StringIO(content), f"{file.path}.spark-deploy-new", remote_temp_filename=private_upload
     )
     check = ""
     if file.validate:
         check = f"{{ {file.validate.format(path=staged)} || {{ rm -f {staged}; exit 1; }}; }} && "
     yield f"{ownership.format(f=staged)} && {check}mv -f {staged} {target}"
+
+
+def _private_upload_dir(file: ManagedFile, state: HostState) -> Generator[str, None, str]:
+    """The SSH user's private (0700) upload folder, made if missing; the path a secret's
+    content is uploaded to inside it."""
+    staging_dir = posixpath.join(state.ssh_home, UPLOAD_DIR)
+    yield f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shell(staging_dir)}'
+    return posixpath.join(staging_dir, posixpath.basename(file.path))
+
+
+# Run as the operator by root (util-linux runuser: no sudoers rule, no password): the folders
+# are made with the operator's rights (umask 077: 0700 when new, an existing one untouched),
+# the content comes on standard input from root's private copy, the file is renamed into
+# place. Root never opens, creates, chowns or chmods a path inside the operator's home, so a
+# symlink the operator planted there ($HOME/.cache -> /etc) leads root nowhere.
+AS_OPERATOR = (
+    'umask 077 && mkdir -p "$1" && cat > "$2.spark-deploy-new" && '
+    'chmod {mode} "$2.spark-deploy-new" && mv -f "$2.spark-deploy-new" "$2"'
+)
+
+
+def _home_file(
+    file: ManagedFile, content: str, state: HostState
+) -> Generator[str | FileUploadCommand, None, None]:
+    """A file under the operator's home, written by the operator (see ``AS_OPERATOR``) from
+    a copy root keeps in the SSH user's private upload folder, removed whatever happens."""
+    real = posixpath.join(state.user_home, file.path[len(HOME) :])
+    staged = yield from _private_upload_dir(file, state)
+    yield FileUploadCommand(StringIO(content), staged, remote_temp_filename=f"{staged}.upload")
+    script = shell(AS_OPERATOR.format(mode=file.mode))
+    user = shell(host.data.spark.user)
+    yield (
+        f"runuser -u {user} -- sh -c {script} spark-deploy "
+        f"{shell(posixpath.dirname(real))} {shell(real)} < {shell(staged)}; "
+        f"written=$?; rm -f {shell(staged)}; [ $written -eq 0 ]"
+    )

@@ -148,8 +148,10 @@ class SparkHostState(FactBase):
         return "\n".join(
             [
                 *PACKAGE_LINES,
-                # st PATH [NAME]: the state of a file, printed under NAME (default PATH)
-                'st() { if [ -e "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
+                # st PATH [NAME]: the state of a file, printed under NAME (default PATH); a
+                # symlink reads as absent (it is replaced, never followed: root reads no file
+                # another account points it at, and no FIFO that would hang the fact)
+                'st() { if [ -f "$1" ] && [ ! -L "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
                 ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
                 ' else printf "file %s -\\n" "${2:-$1}"; fi; }',
                 f'for f in {files}; do st "$f"; done',

@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 from pyinfra.api import OperationError
 
-from sparkdeploy.config.paths import ENGINE_SUDOERS, HF_TOKEN, MEMORY_GUARD, MEMORY_GUARD_ENV
-from sparkdeploy.deploys.managed import managed_file
+from unittest import mock
+
+from sparkdeploy.config.paths import (
+    API_KEY_FILE,
+    ENGINE_SUDOERS,
+    HF_TOKEN,
+    MEMORY_GUARD,
+    MEMORY_GUARD_ENV,
+)
+from sparkdeploy.deploys.managed import AS_OPERATOR, managed_file
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import SparkHostState
 from tests.unit.operations import file_state, given, host_state, run, spark
 
@@ -53,19 +62,59 @@ def test_a_sudoers_file_is_checked_by_visudo_before_it_goes_live():
     )
 
 
-def test_the_token_goes_through_private_folders_to_the_operators_home():
+def test_the_token_is_written_by_the_operator_from_roots_private_copy():
+    # Root once made ~/.cache 0700 with install -d and chowned the staged file: both follow a
+    # symlink the operator planted. Now root only reads its own private copy; every path in
+    # the operator's home is made, written and renamed by the operator (runuser).
     host = spark()
     given(host, SparkHostState, host_state(files={HF_TOKEN: None}))
     outcome = run(managed_file, host, path=HF_TOKEN, content="hf_secret")
-    token = "/home/nvidia/.cache/huggingface/token"
+    staged = "/home/nvidia/.spark-deploy-upload/token"
     assert outcome.commands == [
         'install -d -m 700 -o "${SUDO_USER:-root}" /home/nvidia/.spark-deploy-upload',
-        "install -d -m 700 -o nvidia -g nvidia /home/nvidia/.cache /home/nvidia/.cache/huggingface",
-        f"upload {token}.spark-deploy-new",
-        f"chown nvidia:nvidia {token}.spark-deploy-new && chmod 600 {token}.spark-deploy-new"
-        f" && mv -f {token}.spark-deploy-new {token}",
+        f"upload {staged}",
+        "runuser -u nvidia -- sh -c "
+        + shell(AS_OPERATOR.format(mode="600"))
+        + f" spark-deploy /home/nvidia/.cache/huggingface /home/nvidia/.cache/huggingface/token"
+        f" < {staged}; written=$?; rm -f {staged}; [ $written -eq 0 ]",
     ]
+    assert outcome.uploads == {staged: "hf_secret"}
     assert not any("hf_secret" in command for command in outcome.commands)
+    assert not any(
+        word in " ".join(outcome.commands) for word in ("chown", "install -d -m 700 -o nvidia")
+    )
+
+
+def test_a_token_with_the_wrong_mode_is_rewritten_by_the_operator_not_chmodded_by_root():
+    host = spark()
+    given(
+        host,
+        SparkHostState,
+        host_state(files={HF_TOKEN: file_state("hf_x", mode="644", user="nvidia", group="nvidia")}),
+    )
+    commands = run(managed_file, host, path=HF_TOKEN, content="hf_x").commands
+    assert commands[-1].startswith("runuser -u nvidia -- ") and "chmod 600" in commands[-1]
+    assert not any(command.startswith(("chown", "chmod")) for command in commands)
+
+
+def test_an_api_key_file_makes_only_its_own_folder_and_is_never_readable_by_others():
+    # The key's folder was once made with install -d -m 700 /etc /etc/spark-deploy: /etc 0700.
+    path = API_KEY_FILE.format(name="spark-engine-sglang", kind="yaml")
+    with mock.patch.dict("os.environ", {"SPARK_API_KEY": "k" * 40}):
+        host = spark(model_repo="o/m", engine={"name": "sglang", "api_key_env": "SPARK_API_KEY"})
+        given(host, SparkHostState, host_state(files={path: None}))
+        outcome = run(managed_file, host, path=path, content="api-key: secret\n")
+    staged = f"{path}.spark-deploy-new"
+    assert outcome.commands == [
+        "mkdir -p /etc/spark-deploy",
+        'install -d -m 700 -o "${SUDO_USER:-root}" /home/nvidia/.spark-deploy-upload',
+        f"rm -f {staged} && install -m 600 -o root -g root /dev/null {staged}",
+        f"upload {staged}",
+        f"chown root:root {staged} && chmod 600 {staged} && mv -f {staged} {path}",
+    ]
+    assert not any(
+        " /etc " in f" {command} " or "-m 700 -o root" in command for command in outcome.commands
+    )
 
 
 def test_a_path_outside_the_registry_is_refused():
