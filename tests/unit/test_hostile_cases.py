@@ -1209,3 +1209,68 @@ def test_accepted_and_written_harmlessly(case: Harmless, tmp_path: Path) -> None
 def test_the_ids_are_unique() -> None:
     ids = [param.id for param in (*_params(REFUSED), *_params(HARMLESS))]
     assert len(ids) == len(set(ids))
+
+
+# --- files and mods shipped from the laptop ------------------------------------------------
+
+
+def _ship(tmp_path: Path, src: str, kind: str = "files") -> InventoryError:
+    item: Any = {"src": src, "dest": "/templates/x"} if kind == "files" else src
+    path, loading = load(engine(**{kind: [item]}), tmp_path)
+    with pytest.raises(InventoryError) as caught:
+        loading()
+    assert_names(caught.value, path, HOST, kind)
+    return caught.value
+
+
+@pytest.fixture
+def laptop_secret(tmp_path: Path) -> Path:
+    """A private key on the laptop, outside the inventory's folder."""
+    home = tmp_path / "home" / ".ssh"
+    home.mkdir(parents=True)
+    key = home / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
+    (tmp_path / "recipe").mkdir()
+    return key
+
+
+@pytest.mark.parametrize("kind", ["files", "mods"])
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink", "symlinked folder"])
+def test_a_laptop_file_outside_the_inventory_folder_is_not_shipped(
+    laptop_secret: Path, tmp_path: Path, kind: str, how: str
+) -> None:
+    recipe = tmp_path / "recipe"
+    src = {"absolute": str(laptop_secret), "dotdot": "../home/.ssh/id_ed25519"}.get(how, "")
+    if how == "symlink":
+        (recipe / "chat.jinja").symlink_to(laptop_secret)
+        src = "chat.jinja"
+    if how == "symlinked folder":
+        (recipe / "templates").symlink_to(laptop_secret.parent)
+        src = "templates/id_ed25519"
+    error = _ship(recipe, src, kind)
+    assert "outside the inventory file's folder" in str(error)
+    assert "b3BlbnNzaC1rZXktdjEAAAAA" not in str(error)
+
+
+def test_a_shipped_path_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    assert "not a regular file" in str(_ship(tmp_path, "templates"))
+
+
+@pytest.mark.parametrize(("shape", "key"), list(KEY_SHAPES.items()))
+def test_a_shipped_file_holding_a_secret_names_the_line_not_the_secret(
+    tmp_path: Path, shape: str, key: str
+) -> None:
+    (tmp_path / "fix.sh").write_text(f"#!/bin/sh\necho patching\nexport X='{key}'\n")
+    error = _ship(tmp_path, "fix.sh", "mods")
+    assert "line 3" in str(error) and "shaped like a secret" in str(error)
+    assert key not in str(error)
+
+
+def test_a_link_that_stays_inside_the_inventory_folder_is_shipped(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "chat.jinja").write_text("{{ x }}\n")
+    (tmp_path / "chat.jinja").symlink_to(tmp_path / "templates" / "chat.jinja")
+    _, loading = load(engine(files=[{"src": "chat.jinja", "dest": "/t/chat.jinja"}]), tmp_path)
+    plan = loading().engine_plans[HOST]
+    assert plan is not None and [item.content for item in plan.shipped] == ["{{ x }}\n"]
