@@ -1143,17 +1143,49 @@ TRUST_REFUSED = [
 ]
 TRUST_HARMLESS = [
     Harmless("hf_token_env HF_TOKEN", spark(hf_token_env="HF_TOKEN"), accepted),
-    Harmless("hf_token_env HUGGING_FACE_HUB_TOKEN", spark(hf_token_env="HUGGING_FACE_HUB_TOKEN"), accepted),
+    Harmless(
+        "hf_token_env HUGGING_FACE_HUB_TOKEN",
+        spark(hf_token_env="HUGGING_FACE_HUB_TOKEN"),
+        accepted,
+    ),
     Harmless("api_key_env MY_SPARK_KEY", engine(api_key_env="MY_SPARK_KEY"), accepted),
-    Harmless("mount under a home", engine(mounts=[{"host": "/home/nvidia/kernels", "container": "/k"}]), accepted),
-    Harmless("mount a recipe file", engine(mounts=[{"host": "/opt/spark-deploy/recipes/a.jinja", "container": "/t/a.jinja"}]), accepted),
-    Harmless("mount /srv/kernels", engine(mounts=[{"host": "/srv/kernels/", "container": "/k"}]), accepted),
-    Harmless("model_dir /srv/models", served(model_dir="/srv/models"), model_check("/srv/models/model", "org/model@main")),
-    Harmless("a variable ending in _KEY that is no key", engine(env={"SGLANG_LOG_DECODE_GRAPH_KEY": "1"}), accepted),
-    Harmless("a finite float in a JSON flag", engine(name="vllm", args={"--hf-overrides": {"rope_theta": 1e6}}), accepted),
+    Harmless(
+        "mount under a home",
+        engine(mounts=[{"host": "/home/nvidia/kernels", "container": "/k"}]),
+        accepted,
+    ),
+    Harmless(
+        "mount a recipe file",
+        engine(mounts=[{"host": "/opt/spark-deploy/recipes/a.jinja", "container": "/t/a.jinja"}]),
+        accepted,
+    ),
+    Harmless(
+        "mount /srv/kernels",
+        engine(mounts=[{"host": "/srv/kernels/", "container": "/k"}]),
+        accepted,
+    ),
+    Harmless(
+        "model_dir /srv/models",
+        served(model_dir="/srv/models"),
+        model_check("/srv/models/model", "org/model@main"),
+    ),
+    Harmless(
+        "a variable ending in _KEY that is no key",
+        engine(env={"SGLANG_LOG_DECODE_GRAPH_KEY": "1"}),
+        accepted,
+    ),
+    Harmless(
+        "a finite float in a JSON flag",
+        engine(name="vllm", args={"--hf-overrides": {"rope_theta": 1e6}}),
+        accepted,
+    ),
     Harmless("rail /31 first address", rail("192.168.100.0/31"), accepted),
-    Harmless("model and draft of other names", spark(model_repo="a/qwen", draft_model_repo="a/qwen-eagle"), accepted),
-]  # fmt: skip
+    Harmless(
+        "model and draft of other names",
+        spark(model_repo="a/qwen", draft_model_repo="a/qwen-eagle"),
+        accepted,
+    ),
+]
 
 
 # --- the tables ---------------------------------------------------------------------------------

@@ -174,6 +174,7 @@ def test_inventory_py_prints_the_summary_to_stderr_before_pyinfra_applies(tmp_pa
 
 
 def test_the_bind_all_warning_does_not_say_no_authentication_when_a_key_is_set() -> None:
-    document = {"sparks": {"s1": {"ssh_host": "a", "ssh_user": "n", "model_repo": "org/model", "engine": {"name": "sglang", "bind": "0.0.0.0"}}}}  # fmt: skip
+    own = {"ssh_host": "a", "ssh_user": "n", "model_repo": "org/model"}
+    document = {"sparks": {"s1": {**own, "engine": {"name": "sglang", "bind": "0.0.0.0"}}}}
     warnings = " ".join(build_inventory(document, "x.yml", environ={"SPARK_API_KEY": KEY}).warnings)
     assert "bind-all-interfaces" in warnings and "has no authentication" not in warnings
