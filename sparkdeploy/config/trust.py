@@ -191,7 +191,7 @@ def _home_or_hidden(parts: list[str]) -> str | None:
         return "is /home or a home folder (a home holds ~/.ssh and the HF token)"
     if set(parts) & set(SECRET_FOLDERS) or any(part.startswith(".") for part in parts):
         return (
-            "is or is under a hidden folder, where credentials live (~/.ssh, ~/.docker, "
+            "holds credentials, or is in a hidden folder where they live (~/.ssh, ~/.docker, "
             "~/.cache/huggingface with the HF token)"
         )
     return None
@@ -201,10 +201,10 @@ def mount_source_problem(path: str) -> str | None:
     """Why the Spark's ``path`` (normalised, absolute) may not be mounted into an engine
     container, or None."""
     if path == "/":
-        return "is the whole file system"
+        return "is or holds a system path (/): the whole file system"
     taken = [tree for tree in MOUNT_TREES_REFUSED if overlaps(path, tree)]
     if taken:
-        return f"is, is under or holds a system path ({', '.join(taken)})"
+        return f"is or holds a system path ({', '.join(taken)})"
     return _home_or_hidden([part for part in path.split("/") if part])
 
 

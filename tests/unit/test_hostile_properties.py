@@ -253,7 +253,9 @@ SETTINGS = [
         commands=True, as_read=_spark("model_base_repo"),
     ),
     Setting(
-        "draft_model_repo", "draft_model_repo", ("draft_model_repo",), "zqorg/zqdraft", REPOS,
+        # not zqorg/zqmodel: the model's own folder (trust.same_folder_problem refuses it)
+        "draft_model_repo", "draft_model_repo", ("draft_model_repo",), "zqorg/zqdraft",
+        [*REPOS[:2], "zqorg/zqdraft"],
         commands=True, stands_for=_repo("zqorg/zqdraft"), as_read=_spark("draft_model_repo"),
     ),
     Setting(
