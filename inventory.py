@@ -11,6 +11,7 @@ import sys as _sys
 
 from sparkdeploy.config.errors import InventoryError as _InventoryError
 from sparkdeploy.config.model_source import read_model_class as _read_model_class
+from sparkdeploy.config.security import security_summary as _security_summary
 from sparkdeploy.inventory import load_inventory as _load_inventory
 
 _path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
@@ -23,4 +24,7 @@ except _InventoryError as _error:
 
 for _warning in _inventory.warnings:
     print(f"warning: {_warning}", file=_sys.stderr)
+_summary = _security_summary(_inventory.sparks, _os.environ)
+if _summary:  # before pyinfra asks to apply
+    print(_summary, file=_sys.stderr)
 sparks = _inventory.pyinfra_hosts()

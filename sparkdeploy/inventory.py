@@ -24,6 +24,7 @@ from sparkdeploy.config.model_source import ModelRead, ModelReader
 from sparkdeploy.config.shipped import Shipped, read_shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
+from sparkdeploy.config.trust import withheld_token_warning
 from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
 
 
@@ -81,7 +82,23 @@ def build_inventory(
     problems += [f"{path}: {problem}" for problem in plan_problems]
     if problems:
         raise InventoryError(path, problems)
+    warnings += _trust_warnings(sparks, os.environ if environ is None else environ)
     return Inventory(path, sparks, topology, plans, [f"{path}: {w}" for w in warnings])
+
+
+def _trust_warnings(sparks: dict[str, SparkSettings], environ: Mapping[str, str]) -> list[str]:
+    """An HF token withheld from an endpoint the operator did not confirm, and GPU service
+    images that are not pinned."""
+    warnings = []
+    for name, spark in sparks.items():
+        withheld = withheld_token_warning(spark.hf_token_env, spark.hf_endpoint, environ)
+        warnings += [f"host '{name}', {withheld}"] if withheld else []
+        warnings += [
+            f"host '{name}', key 'gpu_services', {service.name!r}: {warning}"
+            for service in spark.gpu_services
+            if (warning := service.image_warning())
+        ]
+    return warnings
 
 
 def _read_models(sparks: dict[str, SparkSettings], read_model: ModelReader) -> dict[str, ModelRead]:

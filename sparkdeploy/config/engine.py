@@ -19,6 +19,7 @@ Engine flags are checked against the catalogue of the pinned release, never gues
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -33,16 +34,17 @@ from pydantic import (
     model_validator,
 )
 
+from sparkdeploy.config.trust import ApiKeyVariable, mount_source_problem, overlaps
 from sparkdeploy.config.values import (
     ENV_NAME,
     AbsolutePath,
-    EnvName,
     ServedName,
     Text,
     UnitName,
     env_name,
     flag_value,
     image_reference,
+    key_value,
     plain_text,
     secret_name,
     shown,
@@ -75,23 +77,12 @@ SECRET_FLAG_HINT = (
 
 Scalar = bool | int | float | str
 ArgValue = bool | int | float | str | list[Scalar] | dict[str, Any]
-# Paths a mount may not take, on the host (what the container could read: the system's
-# configuration and secrets, kernel interfaces, Docker's socket, which read-only still
-# controls Docker) or in the container (what it needs to run). Equal, under or a parent.
-HOST_TREES_REFUSED = (
-    "/boot", "/dev", "/etc", "/proc", "/root", "/run", "/sys", "/var/run", "/var/lib/docker",
-    "/var/run/docker.sock", "/run/docker.sock",
-)  # fmt: skip
+# Paths a mount may not take in the container (what it needs to run): equal, under or a
+# parent. On the host, sparkdeploy/config/trust.py decides (mount_source_problem).
 CONTAINER_TREES_REFUSED = (
     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
     "/var/run", "/tmp",
 )  # fmt: skip
-SECRET_FOLDERS = (".ssh", ".gnupg", ".docker", ".aws", ".kube")
-
-
-def _overlaps(path: str, tree: str) -> bool:
-    """``path`` is ``tree``, under it, or a parent of it."""
-    return path == tree or path.startswith(tree + "/") or tree.startswith(path.rstrip("/") + "/")
 
 
 class Mount(BaseModel):
@@ -105,15 +96,12 @@ class Mount(BaseModel):
     @field_validator("host")
     @classmethod
     def _host_path(cls, value: str) -> str:
-        taken = [tree for tree in HOST_TREES_REFUSED if _overlaps(value, tree)]
-        if value == "/" or taken:
+        problem = mount_source_problem(value)
+        if problem:
             raise ValueError(
-                f"{value} is or holds a system path ({', '.join(taken) or '/'}); the container "
-                "would read the Spark's configuration, secrets or Docker itself. Mount a "
-                "folder of its own, such as /srv/kernels"
+                f"{value} {problem}; the container would read the Spark's configuration, "
+                "secrets or Docker itself. Mount a folder of its own, such as /srv/kernels"
             )
-        if set(value.split("/")) & set(SECRET_FOLDERS):
-            raise ValueError(f"{value} holds credentials; mount a folder without them")
         return value
 
     @field_validator("container")
@@ -124,7 +112,7 @@ class Mount(BaseModel):
 
 def container_path(value: str) -> str:
     """A path inside the container a mount may cover: none of its system trees."""
-    taken = [tree for tree in CONTAINER_TREES_REFUSED if _overlaps(value, tree)]
+    taken = [tree for tree in CONTAINER_TREES_REFUSED if overlaps(value, tree)]
     if value == "/" or taken:
         raise ValueError(
             f"{value} would cover a system path of the container ({', '.join(taken) or '/'})"
@@ -143,7 +131,8 @@ class EngineFile(BaseModel):
 
     src: Text = Field(
         description="The file on this laptop: a path relative to the inventory file's folder, "
-        "or absolute. Text up to 1 MiB (chat templates, tuned kernel configs, parser plugins)."
+        "or absolute, below that folder (links followed). Text up to 1 MiB (chat templates, "
+        "tuned kernel configs, parser plugins), with nothing shaped like a secret."
     )
     dest: AbsolutePath = Field(description="Where the container reads it (absolute path).")
 
@@ -212,7 +201,7 @@ class EngineSettings(BaseModel):
         description="Address the API binds to. 0.0.0.0 (every interface) needs an API key "
         "(api_key_env) or `api_open: true`.",
     )
-    api_key_env: EnvName = Field(
+    api_key_env: ApiKeyVariable = Field(
         "SPARK_API_KEY",
         description="Environment variable on this laptop holding the API key the engine "
         "requires (`Authorization: Bearer KEY`; 16 to 512 characters of letters, digits and "
@@ -501,6 +490,11 @@ class EngineSettings(BaseModel):
                     )
                 if item is not None:
                     plain_text(item)
+                    if key_value(key, item):
+                        raise ValueError(
+                            "its value looks like a key; secrets never go in the inventory "
+                            "(the env file on the Spark is readable)"
+                        )
             except ValueError as error:
                 problems.append(f"{key if ENV_NAME.fullmatch(key) else shown(key)}: {error}")
         if problems:
@@ -553,9 +547,21 @@ def _arg_problems(flag: object, value: object) -> list[str]:
                 flag_value(item)
             elif isinstance(item, dict):
                 _json_value(item)
+            _finite(json_object(item) if isinstance(item, str) else item)
         except ValueError as error:
             problems.append(f"{flag}: {error}")
     return problems
+
+
+def _finite(value: object) -> None:
+    """No NaN or infinity anywhere in a flag's value: JSON has none (json.dumps would write
+    NaN, which the engine's JSON parser refuses), and no engine setting means one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number; give a number")
+    for item in (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    ):
+        _finite(item)
 
 
 def _json_value(value: object) -> None:

@@ -32,6 +32,9 @@ class InventoryError(Exception):
 
 
 SECRET_KEYS = ("hf_token", "token", "huggingface_token")
+# Keys whose value is never shown in a message, valid or not: a secret is pasted there by
+# mistake in any shape (sk-abc..., a short hf_...), not only the shapes SECRET knows.
+UNSHOWN_KEYS = ("hf_token_env", "api_key_env")
 
 
 def valid_keys_hint(key: str, known: tuple[str, ...] = KNOWN_KEYS) -> str:
@@ -82,7 +85,7 @@ def describe(error: ErrorDetails) -> str:
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    if isinstance(got, (list, dict)):  # a whole list of rails: the message names the rails
+    if isinstance(got, (list, dict)) or key in UNSHOWN_KEYS:  # the message names what is wrong
         return message
     return f"{message} (got {shown(got)})"
 

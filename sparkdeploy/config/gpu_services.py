@@ -75,6 +75,22 @@ class GpuService(BaseModel):
         "waits for it).",
     )
 
+    def image_warning(self) -> str | None:
+        """An image given without a tag or digest, or as `latest`: what runs changes with
+        whatever the registry holds next (an engine image must be pinned; a service's is
+        only warned, as the deploy never pulls it)."""
+        if "@sha256:" in self.image:
+            return None
+        last = self.image.rsplit("/", 1)[-1]
+        tag = last.partition(":")[2]
+        if tag and tag != "latest":
+            return None
+        return (
+            f"image {self.image} is {'latest' if tag else 'untagged (latest)'}: the service runs "
+            "whatever the registry holds when the Spark pulls it; pin a tag or a digest "
+            "(name:tag@sha256:...)"
+        )
+
     @property
     def unit(self) -> str:
         return f"spark-gpu-{self.name}.service"

@@ -3,7 +3,9 @@ The model's class for the GB10 rules, read on the laptop before any Spark is con
 ``config.json`` of ``model_repo`` at ``model_revision`` (else of ``model_base_repo``, for
 releases that omit it), from the local Hugging Face cache, else from the Hub at
 ``hf_endpoint`` with a short timeout. ``HF_HUB_OFFLINE`` keeps it to the cache. The HF token
-(the variable ``hf_token_env`` names) is passed to the Hub client only; no message shows it.
+(the variable ``hf_token_env`` names) is passed to the Hub client only, and only where
+``config/trust.hf_token`` says it may go (the Hugging Face Hub, or the endpoint the operator
+confirmed on this laptop); no message shows it. A malformed config.json is an unknown class.
 
 Whatever fails becomes ``UnknownModel(why)``: the rules scoped to a model class then warn
 instead of refusing, and say why the class is unknown.
@@ -17,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.trust import hf_token
 from sparkdeploy.config.values import redact
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 
@@ -81,7 +84,7 @@ def read_model_class(
         return UnknownModel("no model_repo is set")
     environ = os.environ if environ is None else environ
     offline = environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    token = environ.get(spark.hf_token_env) or None
+    token = hf_token(spark.hf_token_env, spark.hf_endpoint, environ) or None
     tries = [(spark.model_repo, spark.model_revision)]
     if spark.model_base_repo:
         tries.append((spark.model_base_repo, "main"))
@@ -92,7 +95,10 @@ def read_model_class(
         except Exception as error:  # any failure: the class stays unknown, with the reason
             failures.append(f"{repo}@{revision}: {_why(error, token)}")
             continue
-        return ModelClass.from_config(config, source=f"{repo}@{revision} config.json")
+        try:
+            return ModelClass.from_config(config, source=f"{repo}@{revision} config.json")
+        except (TypeError, ValueError, AttributeError, KeyError) as error:
+            failures.append(f"{repo}@{revision}: config.json is malformed ({_why(error, token)})")
     where = " (HF_HUB_OFFLINE: local cache only)" if offline else ""
     return UnknownModel(f"its config.json could not be read{where}: " + "; ".join(failures))
 

@@ -22,12 +22,11 @@ from pydantic import (
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.gpu_services import GpuService
+from sparkdeploy.config.trust import HfTokenVariable, ModelDir, same_folder_problem
 from sparkdeploy.config.values import (
     AbsolutePath,
-    EnvName,
     HostName,
     HubUrl,
-    ModelDir,
     RepoId,
     Revision,
     Text,
@@ -40,6 +39,18 @@ NETDEV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
 # (NVIDIA/nccl-tests src/common.cu parsesize).
 SIZE = re.compile(r"(?P<number>[0-9]{1,12})(?P<unit>[KMG]?)")
 SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+# Addresses no host may have on a rail (RFC 6890): "this network" 0.0.0.0/8, loopback,
+# multicast 224.0.0.0/4, reserved 240.0.0.0/4 with the limited broadcast 255.255.255.255.
+NOT_UNICAST = tuple(
+    ipaddress.IPv4Network(net) for net in ("0.0.0.0/8", "127.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4")
+)
+
+
+def unicast_host(ip: ipaddress.IPv4Address) -> bool:
+    """Whether ``ip`` can be a host's own address on a rail."""
+    return not any(ip in network for network in NOT_UNICAST)
 
 
 def size_bytes(size: str) -> int:
@@ -85,8 +96,11 @@ class QsfpInterface(BaseModel):
         except ValueError:
             raise ValueError(f"must be an IPv4 address with prefix length, {example}") from None
         network = address.network
-        if address.ip.is_loopback or address.ip.is_multicast or address.ip.is_unspecified:
-            raise ValueError(f"must be a unicast host address, {example}")
+        if not unicast_host(address.ip):
+            raise ValueError(
+                "must be a unicast host address (not loopback 127/8, this-network 0/8, "
+                f"multicast 224/4, reserved 240/4 or broadcast 255.255.255.255), {example}"
+            )
         if not ipv4_network_ok(network):
             raise ValueError(
                 f"prefix /{network.prefixlen} is not a rail subnet: give /16 to /31, {example}"
@@ -192,7 +206,7 @@ class SparkSettings(BaseModel):
         None,
         description="Hub URL (HF_ENDPOINT) for a mirror, https. Unset: https://huggingface.co.",
     )
-    hf_token_env: EnvName = Field(
+    hf_token_env: HfTokenVariable = Field(
         "HF_TOKEN",
         description="Environment variable on the laptop holding the HF token. When it is set, "
         "the token lands in the operator's ~/.cache/huggingface/token (0600).",
@@ -297,6 +311,7 @@ class SparkSettings(BaseModel):
     link_test_min_busbw: float = Field(
         21.875,
         gt=0,
+        allow_inf_nan=False,  # .inf could never be reached, .nan never compared
         description="Link test (linktest.py): the all-gather bus bandwidth (GB/s, as nccl-tests "
         "computes it) at the largest size below which the test fails. 21.875 GB/s (175 Gb/s) is "
         "`MIN_NCCL_TEST_BW` of NVIDIA's cluster script (dgx-spark-playbooks "
@@ -393,6 +408,35 @@ class SparkSettings(BaseModel):
                 (self.model_folder(self.draft_model_repo), f"{self.draft_model_repo}@main", False)
             )
         return folders
+
+    @field_validator("draft_model_repo")
+    @classmethod
+    def _own_folder(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """The draft model's folder is not the model's (both are model_dir/<repo name>)."""
+        model = info.data.get("model_repo")
+        problem = (
+            value
+            and model
+            and same_folder_problem({"model_repo": model, "draft_model_repo": value})
+        )
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _key_is_not_the_token(
+        cls, engine: EngineSettings | None, info: ValidationInfo
+    ) -> EngineSettings | None:
+        """engine.api_key_env is not hf_token_env: the API key would be the HF token, stored
+        where the engine reads it and sent by every client (sparkdeploy/config/trust.py)."""
+        token_env = info.data.get("hf_token_env")
+        if engine is not None and token_env and engine.api_key_env == token_env:
+            raise ValueError(
+                f"engine.api_key_env {token_env} is also hf_token_env: the API key would be the "
+                "HF token. Give the API key a variable of its own, such as SPARK_API_KEY"
+            )
+        return engine
 
     @field_validator("link_test_sizes")
     @classmethod

@@ -24,12 +24,21 @@ from pydantic import AfterValidator
 
 from sparkdeploy.escape import CONTROL, USER_NAME
 
-# Tokens a recipe may carry by mistake: Hugging Face, OpenAI-style, GitHub, Slack, AWS keys,
-# bearer headers, JWTs. Matched anywhere in a value.
+# Tokens a recipe may carry by mistake: Hugging Face, OpenAI-style, GitHub (classic and
+# fine-grained), GitLab, Slack, AWS keys (long-term and temporary), Google API keys, NVIDIA
+# NGC / build.nvidia.com keys (nvapi-), bearer headers, JWTs, PEM private keys (the header is
+# enough: a key file's first line), and secrets assigned to a name that says so
+# (AWS_SECRET_ACCESS_KEY=..., password: ...), as they appear in env files and configs.
+# Matched anywhere in a value (issue 22: "Secrets that are not hf_/sk-/ghp_/AKIA/JWT-shaped").
 SECRET = re.compile(
     r"hf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bBearer\s+\S{8,}"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.",
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{20,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)|\bAIza[0-9A-Za-z_-]{35}"
+    r"|\bnvapi-[A-Za-z0-9_-]{20,}|\bBearer\s+\S{8,}"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+    r"|-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----"
+    r"|\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|PRIVATE_KEY|API_KEY|ACCESS_KEY)[A-Za-z0-9_]*"
+    r"\s*[=:]\s*['\"]?[A-Za-z0-9+/_.~-]{12,}",
     re.IGNORECASE,
 )
 SECRET_HINT = (
@@ -50,12 +59,6 @@ _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0
 IMAGE = re.compile(
     rf"{_HOST}?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?(?:@sha256:[0-9a-f]{{64}})?"
 )
-# Where a model folder would take a system directory: model_dir may be none of these, nor
-# under one, nor a parent of one.
-SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
-    "/run", "/sbin", "/snap", "/sys", "/usr", "/var",
-)  # fmt: skip
 # Units a GPU service may never stop by Conflicts=: what keeps the Spark reachable and
 # running containers (and the deploy's own engine units).
 PROTECTED_UNITS = re.compile(
@@ -88,6 +91,18 @@ def secret_name(name: str) -> bool:
     return any(word in SECRET_WORDS for word in words) or any(
         pair in SECRET_WORD_PAIRS for pair in zip(words, words[1:], strict=False)
     )
+
+
+# A variable named like a key (NGC_KEY, SIGNING_KEY: its last word) whose value looks like
+# one: 16 or more token characters, letters and digits mixed. Engines read variables ending
+# in _KEY that are no secret (SGLANG_LOG_DECODE_GRAPH_KEY), so the value decides.
+KEY_VALUE = re.compile(r"(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9+/=_.~-]{16,}")
+
+
+def key_value(name: str, value: str) -> bool:
+    """Whether ``value`` of the variable ``name`` looks like a key (``NGC_KEY=...``)."""
+    words = [word for word in re.split(r"[^a-z0-9]+", _CAMEL.sub("_", name).lower()) if word]
+    return bool(words) and words[-1] == "key" and bool(KEY_VALUE.fullmatch(value))
 
 
 def shown(value: object, limit: int = 48) -> str:
@@ -145,23 +160,6 @@ def absolute_path(value: str, example: str = "/sys") -> str:
     if ".." in value.split("/"):
         raise ValueError("must not contain '..'")
     return posixpath.normpath("/" + value.lstrip("/"))
-
-
-def model_dir(value: str) -> str:
-    """The folder models go in: not a system tree, and deep enough that a model folder
-    (model_dir/<name>) is never one."""
-    path = absolute_path(value, "/opt/models")
-    taken = [
-        tree
-        for tree in SYSTEM_TREES
-        if path == tree or path.startswith(tree + "/") or tree.startswith(path + "/")
-    ]
-    if path == "/" or taken or path.count("/") < 2:
-        raise ValueError(
-            "must be a folder of its own at least two levels deep, outside the system trees "
-            f"({', '.join(SYSTEM_TREES)}), such as /opt/models or /home/nvidia/models"
-        )
-    return path
 
 
 def served_name(value: str) -> str:
@@ -254,7 +252,6 @@ def ipv4_network_ok(network: ipaddress.IPv4Network) -> bool:
 Text = Annotated[str, AfterValidator(plain_text)]
 UserName = Annotated[str, AfterValidator(user_name)]
 AbsolutePath = Annotated[str, AfterValidator(absolute_path)]
-ModelDir = Annotated[str, AfterValidator(model_dir)]
 HostName = Annotated[str, AfterValidator(host_name)]
 RepoId = Annotated[str, AfterValidator(repo_id)]
 Revision = Annotated[str, AfterValidator(revision)]

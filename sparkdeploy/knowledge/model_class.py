@@ -65,7 +65,7 @@ class ModelClass:
         architectures = tuple(
             str(name)
             for level in levels
-            for name in (level.get("architectures") or [])
+            for name in _list(level.get("architectures"))
             if isinstance(name, str)
         )
         model_type = tuple(
@@ -100,6 +100,12 @@ class UnknownModel:
     why: str
 
 
+def _list(value: Any) -> list[Any]:
+    """A config.json list, or none when the file gives something else (``"architectures":
+    5``): the file comes from the Hub, written by anyone."""
+    return value if isinstance(value, list) else []
+
+
 def _quantization(config: Mapping[str, Any] | None) -> str:
     if config is None:
         return "none"
@@ -107,7 +113,8 @@ def _quantization(config: Mapping[str, Any] | None) -> str:
     markers = " ".join(
         str(config.get(key) or "") for key in ("quant_algo", "format", "quant_type")
     ).lower()
-    for group in (config.get("config_groups") or {}).values():
+    groups = config.get("config_groups")
+    for group in groups.values() if isinstance(groups, Mapping) else ():
         if isinstance(group, Mapping):
             markers += " " + str(group.get("format") or "").lower()
     if "nvfp4" in markers or "nvfp4" in method:

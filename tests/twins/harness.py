@@ -99,7 +99,10 @@ def qsfp_plan(node: int) -> list[dict]:
 TWIN_HUB = "http://127.0.0.1:5555"
 TWIN_HUB_TOKEN = "hf_twinGatedToken0123456789"
 TWIN_TOKEN_ENV = "SPARK_TWIN_HF_TOKEN"
-HUB_TOKEN_ENV = {TWIN_TOKEN_ENV: TWIN_HUB_TOKEN}  # the laptop environment of a twin deploy
+# The twins' operator trusts the stand-in Hub with the token (sparkdeploy/config/trust.py: the
+# token goes only to the Hugging Face Hub, or the one endpoint the laptop's environment names).
+TRUST_HUB_ENV = {"SPARK_TRUST_HF_ENDPOINT": TWIN_HUB}
+HUB_TOKEN_ENV = {TWIN_TOKEN_ENV: TWIN_HUB_TOKEN, **TRUST_HUB_ENV}  # a twin deploy's laptop env
 MODEL = {
     "model_repo": "mistralai/Mistral-Small-4-119B-2603-NVFP4",
     "model_base_repo": "mistralai/Mistral-Small-4-119B-2603",

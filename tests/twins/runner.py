@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.twins.harness import ROOT
+from tests.twins.harness import ROOT, TRUST_HUB_ENV
 
 PYINFRA = Path(sys.executable).with_name("pyinfra")
 REMOTE_COMMAND = re.compile(r"^\[(?P<host>[\w.-]+)\] >>> ", re.M)
@@ -87,5 +87,10 @@ def _deploy(
     inventory: Path, extra: tuple[str, ...], env: dict[str, str] | None, deploy: str
 ) -> dict[str, Any]:
     command = [str(PYINFRA), "-y", "--json", "-vv", "inventory.py", deploy, *extra]
-    environment = {**os.environ, "SPARK_INVENTORY": str(inventory), **(env or {})}
+    environment = {
+        **os.environ,
+        "SPARK_INVENTORY": str(inventory),
+        **TRUST_HUB_ENV,
+        **(env or {}),
+    }
     return {"args": command, "cwd": ROOT, "env": environment}

@@ -16,6 +16,7 @@ from sparkdeploy.engine_plan.plan import MODS_SCRIPT, EnginePlan
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.inventory import Inventory, build_inventory
 from tests.twins import harness
+from tests.unit import operations
 from tests.unit.operations import file_state, given, host_state, run, spark
 
 FOLDER = "/var/lib/spark-deploy/engine-files/spark-engine-vllm"
@@ -101,7 +102,9 @@ def test_the_registry_declares_each_shipped_file_so_the_fact_reads_it(laptop):
     assert files[f"{FOLDER}/mods/01-fix-parser.sh"].mode == "755"
 
 
-def test_a_shipped_file_is_written_whole_and_a_current_one_is_left(laptop):
+def test_a_shipped_file_is_written_whole_and_a_current_one_is_left(laptop, monkeypatch):
+    # The inventory beside the file: files ship only from below the inventory's folder.
+    monkeypatch.setattr(operations, "PATH", str(laptop / "sparks.yml"))
     source = laptop / "templates" / "chat template.jinja"
     host = spark(
         model_repo="org/model",

@@ -1000,6 +1000,194 @@ SURROGATE_FOUND = pytest.param(
 )
 
 
+# --- what a copied inventory may make the laptop do (issue 22) -----------------------------
+
+CREDENTIALS = [
+    "GITHUB_TOKEN", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY", "NGC_API_KEY", "SSH_AUTH_SOCK", "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_CLIENT_SECRET", "GITLAB_TOKEN", "NPM_TOKEN", "KUBECONFIG",
+]  # fmt: skip
+PASTED = ["sk-abc123", "hf_xxxABC123", "nvapi-abc", "ghp_abc", "github_pat_11AB", "AKIA1234"]
+SENSITIVE_MOUNTS = [
+    "/", "/etc", "/root", "/home", "/home/nvidia", "/home/nvidia/", "//home//nvidia",
+    "/home/nvidia/.cache", "/home/nvidia/.cache/huggingface", "/home/nvidia/.ssh", "/tmp",
+    "/tmp/ssh-XXXXabcd", "/var/tmp", "/run", "/run/user/1000", "/var/run/docker.sock",
+    "/run/docker.sock", "/proc", "/sys", "/dev", "/boot", "/var/lib/docker", "/var/lib",
+    "/var", "/var/lib/spark-deploy", "/opt/spark-deploy", "/opt/spark-deploy/hf-cli",
+    "/opt/spark-deploy/mcp/venv", "/home/nvidia/./.docker/",
+]  # fmt: skip
+SENSITIVE_MODEL_DIRS = [
+    "/opt/spark-deploy/hf-cli", "/opt/spark-deploy", "/opt/spark-deploy/models",
+    "/home/nvidia/bin", "/opt/x/bin/models", "/usr/local/sbin", "/usr/local/bin/m", "/tmp/models",
+    "/var/tmp/m", "/dev/shm/m", "/run/m", "/root/m", "/", "/etc/m", "/var/lib/spark-deploy/m",
+    "/home/nvidia", "/home/nvidia/.cache/models", "//tmp//models/",
+]  # fmt: skip
+KEY_SHAPES = {
+    "nvapi": "nvapi-" + "Ab1_" * 12,
+    "PEM": "-----BEGIN OPENSSH PRIVATE KEY-----",
+    "RSA PEM": "-----BEGIN RSA PRIVATE KEY-----",
+    "github_pat": "github_pat_11ABCDEFG0" + "a1b2" * 10,
+    "glpat": "glpat-" + "x1Y2" * 6,
+    "AIza": "AIza" + "B" * 35,
+    "ASIA": "ASIA" + "ABCDEFGHIJ234567",
+    "assigned": "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMIK7MDENGbPxRfiCY",
+}
+
+
+def nan_flag(value: str) -> str:
+    """A document as YAML text (NaN is no value a dict can be compared with)."""
+    return (
+        "sparks:\n  s1: {ssh_host: 192.0.2.10, ssh_user: nvidia, model_repo: org/model, "
+        f"engine: {{name: vllm, args: {{--hf-overrides: {value}}}}}}}\n"
+    )
+
+
+TRUST_REFUSED = [
+    *(Refused(f"hf_token_env {n}", spark(hf_token_env=n), "hf_token_env") for n in CREDENTIALS),
+    *(Refused(f"api_key_env {n}", engine(api_key_env=n), "api_key_env") for n in CREDENTIALS),
+    *(
+        Refused(f"api_key_env {n}", engine(api_key_env=n), "api_key_env")
+        for n in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+    ),
+    Refused(
+        "api_key_env the same as hf_token_env",
+        spark(hf_token_env="MY_HF", engine={"name": "sglang", "api_key_env": "MY_HF"}),
+        "engine",
+    ),
+    *(
+        Refused(
+            f"pasted {v[:6]} as hf_token_env", spark(hf_token_env=v), "hf_token_env", hidden=(v,)
+        )
+        for v in PASTED
+    ),
+    *(
+        Refused(f"pasted {v[:6]} as api_key_env", engine(api_key_env=v), "api_key_env", hidden=(v,))
+        for v in PASTED
+    ),
+    *(
+        Refused(f"mount {p}", engine(mounts=[{"host": p, "container": "/x"}]), "mounts")
+        for p in SENSITIVE_MOUNTS
+    ),
+    *(Refused(f"model_dir {p}", served(model_dir=p), "model_dir") for p in SENSITIVE_MODEL_DIRS),
+    Refused(
+        "a/qwen and b/qwen",
+        spark(model_repo="a/qwen", draft_model_repo="b/qwen"),
+        "draft_model_repo",
+    ),
+    Refused(
+        "a/Qwen and b/qwen",
+        spark(model_repo="a/Qwen", draft_model_repo="b/qwen"),
+        "draft_model_repo",
+    ),
+    *(
+        Refused(f"{shape} key in an env value", engine(env={"X": key}), "env", hidden=(key,))
+        for shape, key in KEY_SHAPES.items()
+    ),
+    *(
+        Refused(
+            f"{shape} key in an accept reason",
+            engine(accept={"bind-all-interfaces": key}),
+            "accept",
+            hidden=(key,),
+        )
+        for shape, key in KEY_SHAPES.items()
+    ),
+    *(
+        Refused(
+            f"{shape} key in a JSON flag",
+            engine(args={"--json-model-override-args": {"a": key}}),
+            "args",
+            hidden=(key,),
+        )
+        for shape, key in KEY_SHAPES.items()
+    ),
+    *(
+        Refused(
+            f"{shape} key in a gpu service command",
+            spark(
+                gpu_services=[
+                    {
+                        "name": "tts",
+                        "image": "a/b:1",
+                        "port": 9000,
+                        "memory_gb": 4,
+                        "command": ["--key", key],
+                    }
+                ]
+            ),
+            "gpu_services",
+            hidden=(key,),
+        )
+        for shape, key in KEY_SHAPES.items()
+    ),
+    Refused("a key-shaped value of NGC_KEY", engine(env={"NGC_KEY": "abcd1234efgh5678ij"}), "env"),
+    *(
+        Refused(f"rail {address}", rail(address), "qsfp")
+        for address in (
+            "255.255.255.255/24",
+            "240.0.0.1/24",
+            "0.1.2.3/24",
+            "127.0.0.2/24",
+            "224.0.0.5/24",
+            "239.1.1.1/24",
+            "192.168.100.0/24",
+            "192.168.100.255/24",
+        )
+    ),  # fmt: skip
+    Refused("NaN in a JSON flag", nan_flag("{a: .nan}"), "args"),
+    Refused("Infinity in a JSON flag", nan_flag("{a: -.inf}"), "args"),
+    Refused("NaN in JSON flag text", nan_flag("'{\"a\": NaN}'"), "args"),
+    Refused(
+        "link_test_min_busbw .inf", spark(link_test_min_busbw=float("inf")), "link_test_min_busbw"
+    ),
+]
+TRUST_HARMLESS = [
+    Harmless("hf_token_env HF_TOKEN", spark(hf_token_env="HF_TOKEN"), accepted),
+    Harmless(
+        "hf_token_env HUGGING_FACE_HUB_TOKEN",
+        spark(hf_token_env="HUGGING_FACE_HUB_TOKEN"),
+        accepted,
+    ),
+    Harmless("api_key_env MY_SPARK_KEY", engine(api_key_env="MY_SPARK_KEY"), accepted),
+    Harmless(
+        "mount under a home",
+        engine(mounts=[{"host": "/home/nvidia/kernels", "container": "/k"}]),
+        accepted,
+    ),
+    Harmless(
+        "mount a recipe file",
+        engine(mounts=[{"host": "/opt/spark-deploy/recipes/a.jinja", "container": "/t/a.jinja"}]),
+        accepted,
+    ),
+    Harmless(
+        "mount /srv/kernels",
+        engine(mounts=[{"host": "/srv/kernels/", "container": "/k"}]),
+        accepted,
+    ),
+    Harmless(
+        "model_dir /srv/models",
+        served(model_dir="/srv/models"),
+        model_check("/srv/models/model", "org/model@main"),
+    ),
+    Harmless(
+        "a variable ending in _KEY that is no key",
+        engine(env={"SGLANG_LOG_DECODE_GRAPH_KEY": "1"}),
+        accepted,
+    ),
+    Harmless(
+        "a finite float in a JSON flag",
+        engine(name="vllm", args={"--hf-overrides": {"rope_theta": 1e6}}),
+        accepted,
+    ),
+    Harmless("rail /31 first address", rail("192.168.100.0/31"), accepted),
+    Harmless(
+        "model and draft of other names",
+        spark(model_repo="a/qwen", draft_model_repo="a/qwen-eagle"),
+        accepted,
+    ),
+]
+
+
 # --- the tables ---------------------------------------------------------------------------------
 
 REFUSED: dict[str, list[Any]] = {
@@ -1013,6 +1201,7 @@ REFUSED: dict[str, list[Any]] = {
     "yaml": YAML_REFUSED,
     "secret": [*SECRET_REFUSED, *SECRET_FOUND],
     "docker": DOCKER_REFUSED,
+    "trust": TRUST_REFUSED,
 }
 HARMLESS: dict[str, list[Any]] = {
     "control": CONTROL_HARMLESS,
@@ -1024,6 +1213,7 @@ HARMLESS: dict[str, list[Any]] = {
     "lockout": LOCKOUT_HARMLESS,
     "secret": SECRET_HARMLESS,
     "docker": DOCKER_HARMLESS,
+    "trust": TRUST_HARMLESS,
 }
 
 
@@ -1051,3 +1241,68 @@ def test_accepted_and_written_harmlessly(case: Harmless, tmp_path: Path) -> None
 def test_the_ids_are_unique() -> None:
     ids = [param.id for param in (*_params(REFUSED), *_params(HARMLESS))]
     assert len(ids) == len(set(ids))
+
+
+# --- files and mods shipped from the laptop ------------------------------------------------
+
+
+def _ship(tmp_path: Path, src: str, kind: str = "files") -> InventoryError:
+    item: Any = {"src": src, "dest": "/templates/x"} if kind == "files" else src
+    path, loading = load(engine(**{kind: [item]}), tmp_path)
+    with pytest.raises(InventoryError) as caught:
+        loading()
+    assert_names(caught.value, path, HOST, kind)
+    return caught.value
+
+
+@pytest.fixture
+def laptop_secret(tmp_path: Path) -> Path:
+    """A private key on the laptop, outside the inventory's folder."""
+    home = tmp_path / "home" / ".ssh"
+    home.mkdir(parents=True)
+    key = home / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n")
+    (tmp_path / "recipe").mkdir()
+    return key
+
+
+@pytest.mark.parametrize("kind", ["files", "mods"])
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink", "symlinked folder"])
+def test_a_laptop_file_outside_the_inventory_folder_is_not_shipped(
+    laptop_secret: Path, tmp_path: Path, kind: str, how: str
+) -> None:
+    recipe = tmp_path / "recipe"
+    src = {"absolute": str(laptop_secret), "dotdot": "../home/.ssh/id_ed25519"}.get(how, "")
+    if how == "symlink":
+        (recipe / "chat.jinja").symlink_to(laptop_secret)
+        src = "chat.jinja"
+    if how == "symlinked folder":
+        (recipe / "templates").symlink_to(laptop_secret.parent)
+        src = "templates/id_ed25519"
+    error = _ship(recipe, src, kind)
+    assert "outside the inventory file's folder" in str(error)
+    assert "b3BlbnNzaC1rZXktdjEAAAAA" not in str(error)
+
+
+def test_a_shipped_path_that_is_no_regular_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    assert "not a regular file" in str(_ship(tmp_path, "templates"))
+
+
+@pytest.mark.parametrize(("shape", "key"), list(KEY_SHAPES.items()))
+def test_a_shipped_file_holding_a_secret_names_the_line_not_the_secret(
+    tmp_path: Path, shape: str, key: str
+) -> None:
+    (tmp_path / "fix.sh").write_text(f"#!/bin/sh\necho patching\nexport X='{key}'\n")
+    error = _ship(tmp_path, "fix.sh", "mods")
+    assert "line 3" in str(error) and "shaped like a secret" in str(error)
+    assert key not in str(error)
+
+
+def test_a_link_that_stays_inside_the_inventory_folder_is_shipped(tmp_path: Path) -> None:
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "chat.jinja").write_text("{{ x }}\n")
+    (tmp_path / "chat.jinja").symlink_to(tmp_path / "templates" / "chat.jinja")
+    _, loading = load(engine(files=[{"src": "chat.jinja", "dest": "/t/chat.jinja"}]), tmp_path)
+    plan = loading().engine_plans[HOST]
+    assert plan is not None and [item.content for item in plan.shipped] == ["{{ x }}\n"]

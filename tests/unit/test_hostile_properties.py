@@ -28,8 +28,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from sparkdeploy.config.engine import Mount
 from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.shipped import secret_line
+from sparkdeploy.config.trust import credential_variable, model_dir
+from sparkdeploy.config.values import looks_like_secret, redact, shown
 from sparkdeploy.escape import (
     UnsafeValue,
     docker_env,
@@ -248,7 +253,9 @@ SETTINGS = [
         commands=True, as_read=_spark("model_base_repo"),
     ),
     Setting(
-        "draft_model_repo", "draft_model_repo", ("draft_model_repo",), "zqorg/zqdraft", REPOS,
+        # not zqorg/zqmodel: the model's own folder (trust.same_folder_problem refuses it)
+        "draft_model_repo", "draft_model_repo", ("draft_model_repo",), "zqorg/zqdraft",
+        [*REPOS[:2], "zqorg/zqdraft"],
         commands=True, stands_for=_repo("zqorg/zqdraft"), as_read=_spark("draft_model_repo"),
     ),
     Setting(
@@ -541,3 +548,102 @@ def test_the_unit_reader_refuses_what_is_no_plain_unit(unit: str) -> None:
 
 def test_split_words_keeps_a_quoted_semicolon_as_a_word() -> None:
     assert split_words('a ";" b') == ["a", ";", "b"]
+
+
+# --- the laptop's trust rules (sparkdeploy/config/trust.py) --------------------------------
+
+# Paths a mount may not be or hold, and model_dir may not be, be in or hold.
+SENSITIVE = [
+    "/etc/shadow", "/root/.ssh", "/home/nvidia/.ssh/id_ed25519",
+    "/home/nvidia/.cache/huggingface/token", "/tmp/ssh-abc/agent.1", "/var/tmp/x",
+    "/run/user/1000/gnupg", "/var/run/docker.sock", "/var/lib/docker/volumes",
+    "/proc/1/environ", "/sys/kernel", "/dev/shm", "/boot/grub",
+    "/var/lib/spark-deploy/rollback", "/opt/spark-deploy/hf-cli/bin/pip",
+]  # fmt: skip
+_DECORATION = st.sampled_from(["/", "//", "/./", "///"])
+
+
+def _spelled(draw: st.DrawFn, parts: list[str]) -> str:
+    """``parts`` as a path with doubled slashes, `.` segments and a trailing slash."""
+    text = "".join(draw(_DECORATION) + part for part in parts)
+    return (text or "/") + draw(st.sampled_from(["", "/", "//"]))
+
+
+@st.composite
+def parent_spellings(draw: st.DrawFn) -> str:
+    """A parent (or the path itself) of a sensitive path, spelled as an inventory may."""
+    parts = draw(st.sampled_from(SENSITIVE)).strip("/").split("/")
+    return _spelled(draw, parts[: draw(st.integers(0, len(parts)))])
+
+
+@st.composite
+def below_spellings(draw: st.DrawFn) -> str:
+    """A path at or below a sensitive path, spelled as an inventory may."""
+    parts = draw(st.sampled_from(SENSITIVE)).strip("/").split("/")
+    return _spelled(
+        draw, parts + draw(st.lists(st.sampled_from(["models", "a", "x.y"]), max_size=2))
+    )
+
+
+@settings(deterministic, max_examples=ESCAPE_EXAMPLES)
+@given(path=parent_spellings())
+def test_no_spelling_of_a_sensitive_path_or_its_parent_is_mounted(path: str) -> None:
+    with pytest.raises(ValidationError):
+        Mount(host=path, container="/workspace/x")
+
+
+@settings(deterministic, max_examples=ESCAPE_EXAMPLES)
+@given(path=st.one_of(parent_spellings(), below_spellings()))
+def test_model_dir_is_never_a_sensitive_path_its_parent_or_below_one(path: str) -> None:
+    with pytest.raises(ValueError):
+        model_dir(path)
+
+
+@settings(deterministic, max_examples=ESCAPE_EXAMPLES)
+@given(path=below_spellings())
+def test_nothing_below_a_sensitive_path_is_mounted(path: str) -> None:
+    with pytest.raises(ValidationError):
+        Mount(host=path, container="/workspace/x")
+
+
+SECRET_SHAPES = {
+    "hf": ("hf_", 34, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"),
+    "openai": ("sk-", 24, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"),
+    "github": ("ghp_", 36, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"),
+    "github_pat": ("github_pat_", 40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"),
+    "nvapi": ("nvapi-", 40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"),
+    "aws": ("AKIA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
+    "glpat": ("glpat-", 20, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"),
+}  # fmt: skip
+
+
+@st.composite
+def secrets_in_text(draw: st.DrawFn) -> tuple[str, str, int]:
+    """(text, secret, line): a secret of a known shape on a line of some text."""
+    prefix, length, alphabet = SECRET_SHAPES[draw(st.sampled_from(sorted(SECRET_SHAPES)))]
+    extra = 0 if prefix == "AKIA" else 8  # an AWS key id is exactly 20 characters
+    secret = prefix + draw(st.text(alphabet, min_size=length, max_size=length + extra))
+    if draw(st.booleans()):
+        secret = (
+            "-----BEGIN "
+            + draw(st.sampled_from(["", "RSA ", "EC ", "OPENSSH "]))
+            + "PRIVATE KEY-----"
+        )
+    plain = st.text("abc xyz={}()#:/.\t", max_size=30)
+    before = draw(st.lists(plain, max_size=5))
+    around = draw(st.sampled_from(["{}", "X={}", "key: '{}'", "--token {}", '"{}"']))
+    text = "\n".join([*before, around.format(secret), *draw(st.lists(plain, max_size=3))])
+    return text, secret, len(before) + 1
+
+
+@settings(deterministic, max_examples=ESCAPE_EXAMPLES)
+@given(case=secrets_in_text())
+def test_a_secret_of_any_known_shape_is_found_on_its_line_and_never_shown(
+    case: tuple[str, str, int],
+) -> None:
+    text, secret, line = case
+    assert looks_like_secret(text) and secret_line(text) == line
+    assert secret not in shown(secret) and secret not in redact(text)
+    with pytest.raises(ValueError) as caught:
+        credential_variable(secret, "HF_TOKEN")
+    assert secret not in str(caught.value)

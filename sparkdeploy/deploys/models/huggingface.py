@@ -13,6 +13,7 @@ from pyinfra.api import deploy, operation
 
 from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV, HF_ENV_FILE, HF_PROFILE, HF_TOKEN
 from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.trust import hf_token
 from sparkdeploy.deploys.managed import managed_file
 from sparkdeploy.deploys.venv import PYTHON3_VENV
 from sparkdeploy.escape import shell
@@ -78,8 +79,9 @@ def hf_cli(version: str, venv: str = HF_CLI_VENV):
 
 
 def laptop_token(spark: SparkSettings) -> str:
-    """The HF token from the laptop's environment ("" when not given)."""
-    return os.environ.get(spark.hf_token_env, "").strip()
+    """The HF token from the laptop's environment ("" when not given, or when the Spark's
+    hf_endpoint is not one the token may go to: sparkdeploy/config/trust.py)."""
+    return hf_token(spark.hf_token_env, spark.hf_endpoint, os.environ)
 
 
 @deploy("Set up the Hugging Face environment")
