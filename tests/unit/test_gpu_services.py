@@ -154,3 +154,22 @@ def test_status_says_who_holds_the_gpu_and_the_engine_is_stopped_on_purpose():
     assert [r.state for r in both if r.check == "gpu holder"] == ["FAIL"]
     free = status_rows(spark, plan, (), status_of([]))
     assert [r.state for r in free if r.check == "gpu holder"] == ["WARN"]
+
+
+@pytest.mark.parametrize(
+    ("image", "warned"),
+    [
+        ("ubuntu", "untagged (latest)"),
+        ("ubuntu:latest", "is latest"),
+        ("registry.local:5000/tts", "untagged (latest)"),  # the port is no tag
+        ("ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2", None),
+        ("ubuntu@sha256:" + "a" * 64, None),
+    ],
+)
+def test_a_service_image_that_is_not_pinned_is_warned(image, warned):
+    warnings = inventory([{**TTS, "image": image}]).warnings
+    found = [w for w in warnings if "key 'gpu_services', 'tts'" in w]
+    if warned is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and warned in found[0] and "pin a tag or a digest" in found[0]
