@@ -749,12 +749,16 @@ def test_yaml_anchors_and_merge_keys_are_read(tmp_path: Path) -> None:
     assert (spark.ssh_user, spark.allow_reboot) == ("nvidia", True)
 
 
+# A bound, not a speed target (make bench has those): wide enough for a loaded 2-core machine.
+BOUNDED = 15
+
+
 def test_a_billion_laughs_is_refused_fast(tmp_path: Path) -> None:
     path, loading = load(BILLION_LAUGHS, tmp_path)
     start = time.monotonic()
     with pytest.raises(InventoryError) as caught:
         loading()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < BOUNDED  # a blow-up takes minutes, not seconds
     assert_names(caught.value, path, None, "aliases")
 
 
@@ -763,7 +767,7 @@ def test_deep_nesting_is_refused_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     with pytest.raises(InventoryError) as caught:
         loading()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < BOUNDED  # a blow-up takes minutes, not seconds
     assert caught.value.problems[0].startswith(path)
 
 
