@@ -43,6 +43,22 @@ MODS_SCRIPT = (
 )
 
 
+# What the Ray head runs besides the GCS: nothing that takes jobs from the network. Ray's own
+# CLI (ray-project/ray python/ray/scripts/scripts.py `start`, Ray 2.x, the release line the
+# Ray images carry): --include-dashboard (click bool, head only) false starts no dashboard and
+# so no jobs API (8265, which runs any code it is sent); --dashboard-host its bind,
+# 127.0.0.1 (its default, written out in case a release starts the API server anyway); a
+# --ray-client-server-port of 0 starts no client server (10001, otherwise started whenever
+# ray[client] is installed: node.py start_head_processes starts it only for a truthy port).
+# --node-ip-address (every unit) is the Spark's rail-1 address. What still listens (the GCS,
+# the raylet's and workers' ports) answers the fabric peers only (deploys/fabric.py).
+RAY_HEAD_CLOSED = (
+    "--include-dashboard", "false",
+    "--dashboard-host", "127.0.0.1",
+    "--ray-client-server-port", "0",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Launch:
     """
@@ -242,7 +258,9 @@ def services(
         )
     head = f"{name}-ray-head"
     port = gcs.rsplit(":", 1)[1]
-    entrypoint, command = launch.other(("ray", "start", "--head", "--port", port, *node))
+    entrypoint, command = launch.other(
+        ("ray", "start", "--head", "--port", port, *RAY_HEAD_CLOSED, *node)
+    )
     return (
         EngineService(
             f"{head}.service",
