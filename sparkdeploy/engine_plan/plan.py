@@ -22,6 +22,7 @@ from sparkdeploy.engine_plan.effective import (
     EngineConfigError,
     MultiNode,
     chooses_ray,
+    control_ports,
     effective_args,
     effective_env,
     multinode_of,
@@ -174,6 +175,9 @@ class EnginePlan:
     # on the Spark serving the API.
     api_key: bool = False
     api_key_env: str = ""
+    # Port ranges (first, last) its processes listen on for the other Sparks (rendezvous,
+    # ZMQ, Ray): only the fabric peers may reach them (deploys/fabric.py); () on one Spark.
+    control_ports: tuple[tuple[int, int], ...] = ()
 
     @property
     def main(self) -> EngineService:
@@ -415,6 +419,7 @@ def plan_engine(
         rollback=settings.rollback and not multinode,
         api_key=api_key,
         api_key_env=settings.api_key_env,
+        control_ports=control_ports(settings, multinode),
         alerts=AlertPlan(
             engine=settings.name,
             version=settings.version,

@@ -13,6 +13,10 @@ from pyinfra.api import FactBase, Host
 
 from sparkdeploy.config.paths import (
     ENGINE_FILE_GLOBS,
+    FABRIC_GUARD,
+    FABRIC_GUARD_TABLE,
+    FABRIC_GUARD_UNIT,
+    FABRIC_GUARD_UNIT_NAME,
     GAI_CONF,
     HF_CLI_VENV,
     HOME,
@@ -61,13 +65,14 @@ class HostState:
     # Spark ("" when not); its unit's state is in ``units`` when it is wanted
     mcp: dict[str, str] = field(default_factory=dict)
     hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
+    fabric: dict[str, str] = field(default_factory=dict)  # FABRIC_LINES: "table", "present"
 
 
-# Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
+# Installed driver packages (and python3-venv, nftables) with their versions, and apt-mark's holds,
 # as `pkg NAME VERSION` and `hold NAME` lines; read without sudo.
 PACKAGE_LINES = (
     "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
-    " 'nvidia-driver-*' python3-venv 2>/dev/null"
+    " 'nvidia-driver-*' python3-venv nftables 2>/dev/null"
     " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
     "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
 )
@@ -109,6 +114,14 @@ MCP_LINES = (
     f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
     " && echo 'mcp present 1' || echo 'mcp present 0'",
 )
+# The fabric guard (HostState.fabric): "table" 1 when its nftables table is loaded, "present"
+# 1 when its file or unit is on the Spark (read whether it is wanted or not, to retire it).
+FABRIC_LINES = (
+    f"nft list table {FABRIC_GUARD_TABLE} >/dev/null 2>&1"
+    " && echo 'fabric table 1' || echo 'fabric table 0'",
+    f"{{ [ -e {FABRIC_GUARD} ] || [ -e {FABRIC_GUARD_UNIT} ]; }}"
+    " && echo 'fabric present 1' || echo 'fabric present 0'",
+)
 GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
 
 
@@ -144,6 +157,8 @@ class SparkHostState(FactBase):
         mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
         mcp user spark-mcp systemd-journal
         mcp present 1
+        fabric table 1
+        fabric present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
@@ -205,6 +220,7 @@ class SparkHostState(FactBase):
                     else []
                 ),
                 *MCP_LINES,
+                *FABRIC_LINES,
                 *(
                     [
                         f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
@@ -225,6 +241,7 @@ class SparkHostState(FactBase):
         owned: set[str] = set()
         reading: dict | None = None
         mcp: dict[str, str] = {}
+        fabric: dict[str, str] = {}
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
@@ -239,9 +256,9 @@ class SparkHostState(FactBase):
                 units[fields[0]] = (fields[1], fields[2])
             elif kind == "owned" and fields:
                 owned.add(fields[0])
-            elif kind == "mcp":
+            elif kind in ("mcp", "fabric"):
                 key, _, value = rest.partition(" ")
-                mcp[key] = value.strip()
+                (mcp if kind == "mcp" else fabric)[key] = value.strip()
             elif kind == "reading":
                 try:
                     reading = json.loads(rest)
@@ -267,6 +284,7 @@ class SparkHostState(FactBase):
             kept=values.get("kept") == "1",
             mcp=mcp,
             hf_lock=values.get("hflock", ""),
+            fabric=fabric,
         )
 
 
@@ -294,6 +312,7 @@ def host_state(target: Host | None = None) -> HostState:
             *(plan.units if plan else ()),
             *(s.unit for s in spark.gpu_services),
             *([MCP_UNIT_NAME] if spark.mcp_server else []),
+            *([FABRIC_GUARD_UNIT_NAME] if spark.qsfp else []),
         ),
         owned_globs=ENGINE_FILE_GLOBS,
         image=plan.image if plan else "",
