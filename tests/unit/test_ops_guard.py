@@ -21,10 +21,8 @@ from sparkdeploy.facts.host_state import SparkHostState
 from tests.unit.operations import HOST_STATE, given, host_state, pair, run, spark
 
 SGLANG = {"engine": {"name": "sglang"}, "model_repo": "o/m"}
-RAY_VLLM = {
-    "engine": {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}},
-    "model_repo": "o/m",
-}
+RAY_ENGINE = {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}}
+RAY_VLLM = {"engine": RAY_ENGINE, "model_repo": "o/m"}
 UNIT = "spark-fabric-guard.service"
 
 
@@ -57,9 +55,7 @@ def test_a_ray_pair_closes_the_gcs_dashboard_client_agent_and_worker_ports():
 
 
 def test_the_api_port_and_ssh_port_stay_reachable_even_inside_a_closed_range():
-    host = pair(**{**RAY_VLLM, "engine": {**RAY_VLLM["engine"], "port": 10005}}, ssh_port=40022)[
-        "spark-1"
-    ]
+    host = pair(**{**RAY_VLLM, "engine": {**RAY_ENGINE, "port": 10005}}, ssh_port=40022)["spark-1"]
     guard = guard_on(host)
     assert guard is not None and guard.kept == (22, 10005, 40022)
     text = guard_text(host.data.place, guard)
