@@ -15,7 +15,7 @@ from sparkdeploy.deploys.engine import serve
 from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
 from sparkdeploy.deploys.models import huggingface
-from sparkdeploy.deploys.qsfp import network, proof
+from sparkdeploy.deploys.qsfp import guard, network, proof
 from sparkdeploy.reports import notices
 
 config.SUDO = True
@@ -26,6 +26,7 @@ driver.hold_driver()
 drm.remove_drm_override()
 network.configure_qsfp_network()
 proof.prove_qsfp_path()
+guard.guard_fabric()
 huggingface.configure_huggingface()
 fetch.fetch_everything()
 memory.guard_memory()

@@ -61,6 +61,13 @@ DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
 ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
 MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
 RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
+# The fabric guard (deploys/qsfp/guard.py): an nftables table of the deploy's own, loaded
+# from FABRIC_GUARD by a oneshot unit at boot, that lets only the other Sparks reach the
+# ports the Sparks use for control (rendezvous, ZMQ, Ray, the link test, the copy server).
+FABRIC_GUARD = "/etc/spark-deploy/fabric-guard.nft"
+FABRIC_GUARD_UNIT_NAME = "spark-fabric-guard.service"
+FABRIC_GUARD_UNIT = SYSTEMD_DIR + "/" + FABRIC_GUARD_UNIT_NAME
+FABRIC_GUARD_TABLE = "inet spark_deploy"  # the only table it creates or replaces
 # The link test (linktest.py): the script, run in the engine image (mounted at the same path),
 # and its last result, written by the test run itself (root, 0644, replaced atomically); the
 # status table reads it without sudo.
@@ -205,6 +212,10 @@ def _host_files(spark: SparkSettings) -> list[ManagedFile]:
     ]
     if spark.qsfp:
         files.append(ManagedFile(NCCL_ENV, read_by="qsfp_network"))
+        files += [
+            ManagedFile(FABRIC_GUARD, mode="600", validate="nft -c -f {path}"),
+            ManagedFile(FABRIC_GUARD_UNIT),
+        ]
     if spark.mcp_server:
         files += [ManagedFile(MCP_CONTEXT), ManagedFile(MCP_UNIT)]
     if spark.gpu_services:

@@ -14,11 +14,10 @@ import io
 import posixpath
 import tarfile
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import FileUploadCommand, deploy, operation
+from pyinfra.api import FileUploadCommand, OperationError, deploy, operation
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
@@ -35,9 +34,10 @@ from sparkdeploy.config.paths import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.managed import managed_file
-from sparkdeploy.deploys.venv import venv_commands
+from sparkdeploy.deploys.venv import shipped_lock, venv_commands
 from sparkdeploy.escape import shell
-from sparkdeploy.facts.host_state import MCP_DIGEST, MCP_STAMP, host_state
+from sparkdeploy.facts.host_state import MCP_DIGEST, host_state
+from sparkdeploy.knowledge.locks import top_level
 from sparkdeploy.render import render
 
 PACKAGE = Path(__file__).resolve().parents[1]  # sparkdeploy/
@@ -52,20 +52,15 @@ SHIPPED_PARTS = (
     "readings",
     "agent",
 )
-# Besides the SDK, the libraries the shipped code imports, at the releases the laptop plans
-# with (installed from the same requirements.txt).
-SHIPPED_LIBRARIES = ("pydantic", "pyyaml", "packaging")
 HOST = "127.0.0.1"
 JOURNAL_GROUP = "systemd-journal"
 START_TIMEOUT = 60  # seconds the server may take to answer after a (re)start
 
 
 def requirements(spark: SparkSettings) -> list[str]:
-    """What the server's venv holds: the SDK and the shipped code's libraries, pinned."""
-    return [
-        f"mcp=={spark.mcp_sdk_version}",
-        *(f"{name}=={metadata.version(name)}" for name in SHIPPED_LIBRARIES),
-    ]
+    """What the server's venv holds: the SDK and the shipped code's libraries, pinned (the
+    top-level set of its hash lock)."""
+    return top_level("mcp", spark.mcp_sdk_version)
 
 
 @cache
@@ -118,10 +113,11 @@ def mcp_user(user: str = MCP_USER):
 @operation()
 def mcp_venv(packages: list[str], venv: str = MCP_VENV):
     """
-    Install the MCP server's venv with exactly ``packages``, made beside the old one and
-    swapped in whole, so an interrupted install leaves the old one serving.
+    Install the MCP server's venv from the hash lock of exactly ``packages``
+    (knowledge/locks/mcp-VERSION.txt), made beside the old one and swapped in whole, so an
+    interrupted install leaves the old one serving.
 
-    + packages: pinned requirements (``mcp==2.3.0``, ...)
+    + packages: pinned requirements (``mcp==2.3.0``, ...), the lock's top-level set
     + venv: the folder of the venv
 
     **Example:**
@@ -130,16 +126,19 @@ def mcp_venv(packages: list[str], venv: str = MCP_VENV):
 
         agent.mcp_venv(packages=["mcp==2.3.0", "pydantic==2.14.3"])
     """
-    wanted = " ".join(packages)
-    if host_state().mcp.get("venv") == wanted:
-        host.noop(f"{venv} holds {wanted}")
+    version = packages[0].partition("==")[2]
+    lock = shipped_lock("mcp", version)
+    if sorted(lock.top) != sorted(packages):
+        raise OperationError(
+            f"the MCP lock of {version} holds {' '.join(lock.top)}, not {' '.join(packages)}: "
+            f"run `python -m tools.lock mcp {version}` on the laptop"
+        )
+    if host_state().mcp.get("venv") == lock.digest:
+        host.noop(f"{venv} holds {' '.join(packages)} from its lock")
         return
     staged = f"{venv}.new"
-    yield from venv_commands(staged, packages)
-    yield (
-        f"printf '%s\\n' {shell(wanted)} > {staged}/{posixpath.basename(MCP_STAMP)} && "
-        f"rm -rf {venv} && mv {staged} {venv}"
-    )
+    yield from venv_commands(staged, lock)
+    yield f"rm -rf {venv} && mv {staged} {venv}"
 
 
 @operation()

@@ -95,6 +95,21 @@ def multinode_profile(settings: EngineSettings) -> dict[str, Any]:
     return multinode_section(settings.name, chooses_ray(settings))
 
 
+def control_ports(
+    settings: EngineSettings, multinode: MultiNode | None
+) -> tuple[tuple[int, int], ...]:
+    """The port ranges (first, last) the engine's processes listen on for the other Sparks
+    (profiles.yaml multinode: control_span from the rendezvous port, control_ports fixed):
+    none on one Spark, where the engines rendezvous on loopback."""
+    if multinode is None:
+        return ()
+    section = multinode_profile(settings)
+    port = multinode.port or int(section["port"])
+    spans = [(port, port + int(section.get("control_span", 1)) - 1)]
+    spans += [(int(first), int(last)) for first, last in section.get("control_ports", [])]
+    return tuple(spans)
+
+
 def _layout_flags(settings: EngineSettings) -> dict[str, str]:
     """Placeholder (tp, pp) -> the canonical flag that carries it in this release."""
     return {

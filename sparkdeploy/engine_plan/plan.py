@@ -22,6 +22,7 @@ from sparkdeploy.engine_plan.effective import (
     EngineConfigError,
     MultiNode,
     chooses_ray,
+    control_ports,
     effective_args,
     effective_env,
     multinode_of,
@@ -41,6 +42,22 @@ MODS_SCRIPT = (
     f'for mod in {MODS_MOUNT}/*; do [ -f "$mod" ] || continue; '
     'echo "spark-deploy: applying $mod"; sh "$mod" || exit 1; done; exec "$@"'
 )
+
+
+# What the Ray head runs besides the GCS: nothing that takes jobs from the network. Ray's own
+# CLI (ray-project/ray python/ray/scripts/scripts.py `start`, Ray 2.x, the release line the
+# Ray images carry): --include-dashboard (click bool, head only) false starts no dashboard and
+# so no jobs API (8265, which runs any code it is sent); --dashboard-host its bind,
+# 127.0.0.1 (its default, written out in case a release starts the API server anyway); a
+# --ray-client-server-port of 0 starts no client server (10001, otherwise started whenever
+# ray[client] is installed: node.py start_head_processes starts it only for a truthy port).
+# --node-ip-address (every unit) is the Spark's rail-1 address. What still listens (the GCS,
+# the raylet's and workers' ports) answers the fabric peers only (deploys/fabric.py).
+RAY_HEAD_CLOSED = (
+    "--include-dashboard", "false",
+    "--dashboard-host", "127.0.0.1",
+    "--ray-client-server-port", "0",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,9 @@ class EnginePlan:
     # on the Spark serving the API.
     api_key: bool = False
     api_key_env: str = ""
+    # Port ranges (first, last) its processes listen on for the other Sparks (rendezvous,
+    # ZMQ, Ray): only the fabric peers may reach them (deploys/fabric.py); () on one Spark.
+    control_ports: tuple[tuple[int, int], ...] = ()
 
     @property
     def main(self) -> EngineService:
@@ -242,7 +262,9 @@ def services(
         )
     head = f"{name}-ray-head"
     port = gcs.rsplit(":", 1)[1]
-    entrypoint, command = launch.other(("ray", "start", "--head", "--port", port, *node))
+    entrypoint, command = launch.other(
+        ("ray", "start", "--head", "--port", port, *RAY_HEAD_CLOSED, *node)
+    )
     return (
         EngineService(
             f"{head}.service",
@@ -397,6 +419,7 @@ def plan_engine(
         rollback=settings.rollback and not multinode,
         api_key=api_key,
         api_key_env=settings.api_key_env,
+        control_ports=control_ports(settings, multinode),
         alerts=AlertPlan(
             engine=settings.name,
             version=settings.version,

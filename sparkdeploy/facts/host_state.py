@@ -13,6 +13,10 @@ from pyinfra.api import FactBase, Host
 
 from sparkdeploy.config.paths import (
     ENGINE_FILE_GLOBS,
+    FABRIC_GUARD,
+    FABRIC_GUARD_TABLE,
+    FABRIC_GUARD_UNIT,
+    FABRIC_GUARD_UNIT_NAME,
     GAI_CONF,
     HF_CLI_VENV,
     HOME,
@@ -56,17 +60,19 @@ class HostState:
     image_id: str = ""  # ID of the engine image on the Spark, "" when it is not there
     image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
-    # The MCP server: "venv" the requirements its venv was made with, "lib" the digest of the
+    # The MCP server: "venv" the sha256 of the lock its venv was made from, "lib" the digest of the
     # code unpacked, "user" spark-mcp's groups, "present" 1 when any of its files is on the
     # Spark ("" when not); its unit's state is in ``units`` when it is wanted
     mcp: dict[str, str] = field(default_factory=dict)
+    hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
+    fabric: dict[str, str] = field(default_factory=dict)  # FABRIC_LINES: "table", "present"
 
 
-# Installed driver packages (and python3-venv) with their versions, and apt-mark's holds,
+# Installed driver packages (and python3-venv, nftables) with their versions, and apt-mark's holds,
 # as `pkg NAME VERSION` and `hold NAME` lines; read without sudo.
 PACKAGE_LINES = (
     "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
-    " 'nvidia-driver-*' python3-venv 2>/dev/null"
+    " 'nvidia-driver-*' python3-venv nftables 2>/dev/null"
     " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
     "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
 )
@@ -88,14 +94,33 @@ def parse_packages(output: list[str]) -> tuple[dict[str, str], frozenset[str]]:
 
 MODEL_CHECK = file_text("model_check.py")
 # The MCP server's state (HostState.mcp), read whether it is wanted or not (to retire it).
-MCP_STAMP = MCP_VENV + "/spark-deploy.requirements"
+# The hash lock a venv was made from (knowledge/locks.py), kept in it once pip installed
+# everything it lists (deploys/venv.py): read as its sha256, "" when absent.
+LOCK_STAMP = "spark-deploy.lock"
+HF_CLI_STAMP = HF_CLI_VENV + "/" + LOCK_STAMP
+MCP_STAMP = MCP_VENV + "/" + LOCK_STAMP
 MCP_DIGEST = MCP_LIB + "/DIGEST"
+
+
+def stamp_line(label: str, stamp: str) -> str:
+    """`LABEL SHA256` of a venv's lock stamp (`LABEL ` alone when there is none)."""
+    return f"printf '{label} %s\\n' \"$([ -f {stamp} ] && sha256sum < {stamp} | cut -d' ' -f1)\""
+
+
 MCP_LINES = (
-    f"printf 'mcp venv %s\\n' \"$(cat {MCP_STAMP} 2>/dev/null)\"",
+    stamp_line("mcp venv", MCP_STAMP),
     f"printf 'mcp lib %s\\n' \"$(cat {MCP_DIGEST} 2>/dev/null)\"",
     f"printf 'mcp user %s\\n' \"$(id -nG {MCP_USER} 2>/dev/null)\"",
     f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
     " && echo 'mcp present 1' || echo 'mcp present 0'",
+)
+# The fabric guard (HostState.fabric): "table" 1 when its nftables table is loaded, "present"
+# 1 when its file or unit is on the Spark (read whether it is wanted or not, to retire it).
+FABRIC_LINES = (
+    f"nft list table {FABRIC_GUARD_TABLE} >/dev/null 2>&1"
+    " && echo 'fabric table 1' || echo 'fabric table 0'",
+    f"{{ [ -e {FABRIC_GUARD} ] || [ -e {FABRIC_GUARD_UNIT} ]; }}"
+    " && echo 'fabric present 1' || echo 'fabric present 0'",
 )
 GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
 
@@ -117,6 +142,7 @@ class SparkHostState(FactBase):
         file ~/.cache/huggingface/token 9f86d081884c7d65 600 nvidia nvidia
         gai 1
         hfcli 2.4.0
+        hflock f508cbfeba33e3feabdc7432f30e030ca582b470d0e746345a5821b36942cf70
         user /home/nvidia nvidia
         sshhome /home/nvidia
         model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
@@ -127,10 +153,12 @@ class SparkHostState(FactBase):
         image sha256:9f2a6c1e0b7d4c5a8e3f1b2d6c7a8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9
         reading {"id": "sha256:9f2a...", "engine": "sglang", "release": "0.5.10", "ray": false, "flags": ["--port"]}
         kept 1
-        mcp venv mcp==2.3.0 pydantic==2.14.3 pyyaml==6.0.3 packaging==26.3
+        mcp venv 7fd1759a17995a0ba555a7532e66469c069155812919aff4ddf7151e42051db1
         mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
         mcp user spark-mcp systemd-journal
         mcp present 1
+        fabric table 1
+        fabric present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
 
     def command(
@@ -164,6 +192,7 @@ class SparkHostState(FactBase):
                 f"v=$(ls -d {HF_CLI_VENV}/lib/python3*/site-packages/huggingface_hub-*.dist-info"
                 " 2>/dev/null | head -n1)",
                 'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
+                stamp_line("hflock", HF_CLI_STAMP),
                 f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
                 'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
                 *(
@@ -193,6 +222,7 @@ class SparkHostState(FactBase):
                     else []
                 ),
                 *MCP_LINES,
+                *FABRIC_LINES,
                 *(
                     [
                         f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
@@ -213,6 +243,7 @@ class SparkHostState(FactBase):
         owned: set[str] = set()
         reading: dict | None = None
         mcp: dict[str, str] = {}
+        fabric: dict[str, str] = {}
         for line in output:
             kind, _, rest = line.partition(" ")
             fields = rest.split()
@@ -227,9 +258,9 @@ class SparkHostState(FactBase):
                 units[fields[0]] = (fields[1], fields[2])
             elif kind == "owned" and fields:
                 owned.add(fields[0])
-            elif kind == "mcp":
+            elif kind in ("mcp", "fabric"):
                 key, _, value = rest.partition(" ")
-                mcp[key] = value.strip()
+                (mcp if kind == "mcp" else fabric)[key] = value.strip()
             elif kind == "reading":
                 try:
                     reading = json.loads(rest)
@@ -254,6 +285,8 @@ class SparkHostState(FactBase):
             image_reading=reading,
             kept=values.get("kept") == "1",
             mcp=mcp,
+            hf_lock=values.get("hflock", ""),
+            fabric=fabric,
         )
 
 
@@ -281,6 +314,7 @@ def host_state(target: Host | None = None) -> HostState:
             *(plan.units if plan else ()),
             *(s.unit for s in spark.gpu_services),
             *([MCP_UNIT_NAME] if spark.mcp_server else []),
+            *([FABRIC_GUARD_UNIT_NAME] if spark.qsfp else []),
         ),
         owned_globs=ENGINE_FILE_GLOBS,
         image=plan.image if plan else "",

@@ -8,6 +8,7 @@ Spark alone without QSFP keys.
 from __future__ import annotations
 
 import copy
+import shlex
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, NCCL_ENV
 from tests.scenarios.conftest import assert_idempotent
@@ -21,6 +22,27 @@ ENV_OP = (
 )
 DRM_OP = "Remove the memory-capping drm override | Remove the drm override conf (caps CUDA memory at ~62 GB)"
 GID_TOOL = "/etc/NetworkManager/dispatcher.d/50-spark-twin-roce-gids"
+
+
+# A listener on the link test's rendezvous port (29500) for the guard's check: accepts and
+# closes, for two minutes at most.
+LISTEN = shlex.quote(
+    "import socket\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('0.0.0.0', 29500))\n"
+    "s.listen()\n"
+    "while True:\n"
+    "    s.accept()[0].close()\n"
+)
+
+
+def reach(twin: harness.Twin, host: str, port: int, source: str = "") -> int:
+    """0 when ``twin`` opens a TCP connection to ``host``:``port`` within 3 s (from the
+    address ``source`` when given)."""
+    bind = f", source_address=({source!r}, 0)" if source else ""
+    code = f"import socket; socket.create_connection(({host!r}, {port}), timeout=3{bind})"
+    return twin.exec(f"python3 -c {shlex.quote(code)}", check=False).returncode
 
 
 def network_only(by_host: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -114,6 +136,27 @@ class TestQsfpPair:
             "on rocep1s0f0 port 1; rail 2 enP2p1s0f0np0 192.168.101.2: RoCE v2 GID index "
             "3 on roceP2p1s0f0 port 1, jumbo path to net-a proven" in run.stderr
         )
+
+    def test_control_ports_answer_the_peer_only(self, scenario):
+        """The fabric guard on a pair: the link test's rendezvous port (a control port) on
+        net-a answers net-b's rail address and loopback, not a third address on the same
+        rail (a host on a shared switch); SSH still answers that address; the table is the
+        deploy's own (the idempotence run before this one reloaded nothing)."""
+        a, b = scenario.twins["net-a"], scenario.twins["net-b"]
+        table = a.exec("nft list table inet spark_deploy").stdout
+        assert "192.168.100.2" in table and "29500" in table, table
+        stranger = "192.168.100.77"
+        b.exec(f"ip addr add {stranger}/24 dev {RAILS[0]}")
+        a.exec(f"systemd-run --unit=spark-probe-listener --collect timeout 120 python3 -c {LISTEN}")
+        try:
+            a.exec("for i in $(seq 50); do ss -ltn | grep -q ':29500 ' && break; sleep 0.1; done")
+            assert reach(a, "127.0.0.1", 29500) == 0
+            assert reach(b, "192.168.100.1", 29500) == 0
+            assert reach(b, "192.168.100.1", 29500, source=stranger) != 0, "the stranger got in"
+            assert reach(b, "192.168.100.1", 22, source=stranger) == 0, "SSH was blocked"
+        finally:
+            a.exec("systemctl stop spark-probe-listener", check=False)
+            b.exec(f"ip addr del {stranger}/24 dev {RAILS[0]}", check=False)
 
     def test_verify_with_ip(self, scenario):
         for node, twin in enumerate(scenario.twins.values(), start=1):

@@ -165,11 +165,19 @@ def test_vllm_ray_pair_runs_a_ray_head_and_worker_and_serves_in_the_head():
     ray_head = exec_start(head["spark-engine-vllm-ray-head.service"])
     image = ray_head.index("vllm/vllm-openai:v0.33.0")
     assert ray_head[image - 2 : image] == ["--entrypoint", "ray"]
+    # No dashboard (its jobs API runs any code sent to it) and no client server (10001),
+    # before issue 22 both were left to Ray's defaults.
     assert ray_head[image + 1 :] == [
         "start",
         "--head",
         "--port",
         "6379",
+        "--include-dashboard",
+        "false",
+        "--dashboard-host",
+        "127.0.0.1",
+        "--ray-client-server-port",
+        "0",
         "--node-ip-address",
         "192.168.100.1",
         "--disable-usage-stats",

@@ -8,6 +8,7 @@ import re
 import tarfile
 
 import pytest
+from pyinfra.api import OperationError
 
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.deploys.agent import (
@@ -20,10 +21,12 @@ from sparkdeploy.deploys.agent import (
     requirements,
 )
 from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.knowledge.locks import read_lock
 from tests.unit.operations import HOST_STATE, Outcome, given, host_state, run, spark
 
 PACKAGES = ["mcp==2.3.0", "pydantic==2.14.3", "pyyaml==6.0.3", "packaging==26.3"]
 ARCHIVE, DIGEST = library()
+MCP_LOCK = read_lock("mcp", "2.3.0")
 
 
 def with_mcp(
@@ -37,7 +40,7 @@ def with_mcp(
 
 def test_the_sample_fact_reads_every_mcp_line():
     assert HOST_STATE.mcp == {
-        "venv": " ".join(PACKAGES),
+        "venv": MCP_LOCK.digest,
         "lib": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
         "user": "spark-mcp systemd-journal",
         "present": "1",
@@ -57,17 +60,27 @@ def test_the_user_reading_the_journal_is_a_noop_else_made_or_added_to_the_group(
     ]
 
 
-def test_the_venv_is_made_beside_the_old_and_swapped_in_whole():
-    outcome = with_mcp(mcp_venv, {"venv": "mcp==2.2.0"}, packages=PACKAGES)
+def test_the_venv_is_made_beside_the_old_from_its_lock_and_swapped_in_whole():
+    """The locked install (before 22, `pip install mcp==V ...` let pip take any transitive
+    release and build sdists as root)."""
+    outcome = with_mcp(mcp_venv, {"venv": "0" * 64}, packages=PACKAGES)
     venv = "/opt/spark-deploy/mcp/venv"
+    stamp = f"{venv}.new/spark-deploy.lock"
     assert outcome.commands == [
-        f"rm -rf {venv}.new && python3 -m venv {venv}.new && {venv}.new/bin/pip install "
-        "--quiet --disable-pip-version-check " + " ".join(PACKAGES),
-        f"printf '%s\\n' '{' '.join(PACKAGES)}' > {venv}.new/spark-deploy.requirements && "
+        f"rm -rf {venv}.new && python3 -m venv {venv}.new",
+        f"upload {stamp}.new",
+        f"{venv}.new/bin/pip install --quiet --disable-pip-version-check --no-input "
+        f"--require-hashes --only-binary :all: -r {stamp}.new && mv -f {stamp}.new {stamp}",
         f"rm -rf {venv} && mv {venv}.new {venv}",
     ]
-    same = with_mcp(mcp_venv, {"venv": " ".join(PACKAGES)}, packages=PACKAGES)
-    assert same.commands == [] and same.noop == f"{venv} holds {' '.join(PACKAGES)}"
+    assert outcome.uploads[f"{stamp}.new"] == MCP_LOCK.text
+    same = with_mcp(mcp_venv, {"venv": MCP_LOCK.digest}, packages=PACKAGES)
+    assert same.commands == [] and same.noop == f"{venv} holds {' '.join(PACKAGES)} from its lock"
+
+
+def test_a_venv_of_other_packages_than_the_lock_is_refused():
+    with pytest.raises(OperationError, match="python -m tools.lock mcp 2.3.0"):
+        with_mcp(mcp_venv, {}, packages=[*PACKAGES[:-1], "packaging==1.0"])
 
 
 def test_the_venv_pins_the_laptops_libraries():

@@ -4,11 +4,13 @@ reason out; and the model-folder settings a shell could misread."""
 from __future__ import annotations
 
 import pytest
+from pyinfra.api import OperationError
 
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV
 from sparkdeploy.deploys.models.huggingface import hf_cli, ipv4_preferred
 from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.knowledge.locks import read_lock
 from tests.unit.operations import HOST_STATE, Outcome, given, host_state, run, spark
 
 # --- ipv4_preferred --------------------------------------------------------------------
@@ -51,34 +53,60 @@ INSTALL_VENV = (
 )
 
 
-def hf_cli_with(installed: str, packages: dict[str, str], version: str = "2.4.0") -> Outcome:
+HF_LOCK = read_lock("hf-cli", "2.4.0")
+
+
+def hf_cli_with(
+    installed: str, packages: dict[str, str], version: str = "2.4.0", lock: str = HF_LOCK.digest
+) -> Outcome:
     host = spark()
-    given(host, SparkHostState, host_state(hf_cli=installed, packages=packages))
+    given(host, SparkHostState, host_state(hf_cli=installed, packages=packages, hf_lock=lock))
     return run(hf_cli, host, version=version)
 
 
-def install_hf(version: str) -> str:
-    return (
-        f"python3 -m venv {HF_CLI_VENV} && {HF_CLI_VENV}/bin/pip install --quiet "
-        f"--disable-pip-version-check huggingface_hub=={version} && "
-        f"ln -sfn {HF_CLI_VENV}/bin/hf /usr/local/bin/hf"
-    )
+def install_hf() -> list[str]:
+    """The locked install (before 22, `pip install huggingface_hub==V` let pip take any
+    transitive release and build sdists as root)."""
+    stamp = f"{HF_CLI_VENV}/spark-deploy.lock"
+    return [
+        f"rm -rf {HF_CLI_VENV} && python3 -m venv {HF_CLI_VENV}",
+        f"upload {stamp}.new",
+        f"{HF_CLI_VENV}/bin/pip install --quiet --disable-pip-version-check --no-input "
+        f"--require-hashes --only-binary :all: -r {stamp}.new && mv -f {stamp}.new {stamp}",
+        f"ln -sfn {HF_CLI_VENV}/bin/hf /usr/local/bin/hf",
+    ]
 
 
-def test_the_asked_hf_version_already_installed_is_a_noop():
+def test_the_asked_hf_version_already_installed_from_its_lock_is_a_noop():
     outcome = hf_cli_with("2.4.0", HOST_STATE.packages)
-    assert outcome.commands == [] and outcome.noop == f"hf 2.4.0 is installed in {HF_CLI_VENV}"
+    assert outcome.commands == []
+    assert outcome.noop == f"hf 2.4.0 is installed in {HF_CLI_VENV} from its lock"
+
+
+def test_the_sample_fact_reads_the_hf_lock_stamp():
+    assert HOST_STATE.hf_lock == HF_LOCK.digest
 
 
 def test_another_hf_version_is_installed_over_it_when_python3_venv_is_there():
     assert "python3-venv" in HOST_STATE.packages
     outcome = hf_cli_with("2.3.0", HOST_STATE.packages, version="2.4.0")
-    assert outcome.commands == [install_hf("2.4.0")] and outcome.noop is None
+    assert outcome.commands == install_hf() and outcome.noop is None
+    assert outcome.uploads[f"{HF_CLI_VENV}/spark-deploy.lock.new"] == HF_LOCK.text
+
+
+def test_an_hf_venv_made_without_the_lock_is_made_again_from_it():
+    outcome = hf_cli_with("2.4.0", HOST_STATE.packages, lock="")
+    assert outcome.commands == install_hf()
 
 
 def test_python3_venv_is_installed_first_when_it_is_missing():
     outcome = hf_cli_with("", {"nvidia-driver-580-open": "580.95.05-0ubuntu1"})
-    assert outcome.commands == [INSTALL_VENV, install_hf("2.4.0")]
+    assert outcome.commands == [INSTALL_VENV, *install_hf()]
+
+
+def test_an_hf_version_without_a_shipped_lock_is_refused_before_anything_runs():
+    with pytest.raises(OperationError, match=r"python -m tools.lock hf-cli 9.9.9"):
+        hf_cli_with("", HOST_STATE.packages, version="9.9.9")
 
 
 # --- model folder settings ---------------------------------------------------------------

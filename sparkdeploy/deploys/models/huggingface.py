@@ -15,7 +15,7 @@ from sparkdeploy.config.paths import GAI_CONF, HF_CLI_VENV, HF_ENV_FILE, HF_PROF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.trust import hf_token
 from sparkdeploy.deploys.managed import managed_file
-from sparkdeploy.deploys.venv import PYTHON3_VENV
+from sparkdeploy.deploys.venv import shipped_lock, venv_commands
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.render import render
@@ -53,10 +53,11 @@ def ipv4_preferred(enabled: bool = True):
 @operation()
 def hf_cli(version: str, venv: str = HF_CLI_VENV):
     """
-    Install the ``hf`` command (huggingface_hub) in its own venv and link it onto the PATH,
-    away from the system Python (Ubuntu 24.04 refuses system-wide pip installs).
+    Install the ``hf`` command (huggingface_hub) in its own venv from its hash lock
+    (knowledge/locks/hf-cli-VERSION.txt) and link it onto the PATH, away from the system
+    Python (Ubuntu 24.04 refuses system-wide pip installs).
 
-    + version: huggingface_hub release to install
+    + version: huggingface_hub release to install (a lock must be shipped for it)
     + venv: folder of the venv
 
     **Example:**
@@ -65,17 +66,13 @@ def hf_cli(version: str, venv: str = HF_CLI_VENV):
 
         huggingface.hf_cli(version="2.4.0")
     """
+    lock = shipped_lock("hf-cli", version)
     state = host_state()
-    if state.hf_cli == version:
-        host.noop(f"hf {version} is installed in {venv}")
+    if state.hf_cli == version and state.hf_lock == lock.digest:
+        host.noop(f"hf {version} is installed in {venv} from its lock")
         return
-    if "python3-venv" not in state.packages:
-        yield PYTHON3_VENV
-    yield (
-        f"python3 -m venv {venv} && "
-        f"{venv}/bin/pip install --quiet --disable-pip-version-check "
-        f"huggingface_hub=={version} && ln -sfn {venv}/bin/hf /usr/local/bin/hf"
-    )
+    yield from venv_commands(venv, lock)
+    yield f"ln -sfn {venv}/bin/hf /usr/local/bin/hf"
 
 
 def laptop_token(spark: SparkSettings) -> str:

@@ -266,9 +266,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--node-ip-address")
     parser.add_argument("--disable-usage-stats", action="store_true")
     parser.add_argument("--block", action="store_true")
+    # Ray's own (scripts.py `start`): a click bool, head only; the dashboard's bind; the client
+    # server's port (0: none). The stand-in serves neither, as the deploy asks.
+    parser.add_argument("--include-dashboard", choices=["true", "false", "True", "False"])
+    parser.add_argument("--dashboard-host")
+    parser.add_argument("--ray-client-server-port", type=int)
     args = parser.parse_args(argv)
     if args.head == bool(args.address):
         parser.error("give either --head or --address")
+    if args.include_dashboard is not None and not args.head:
+        parser.error("`--include-dashboard` should only be specified when starting head node")
     if not args.block:
         parser.error("the twins' Ray stand-in runs only with --block")
     ip = node_ip(args.node_ip_address)
