@@ -189,8 +189,12 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     check.chmod(0o755)
     monkeypatch.setattr(job, "IDLE", 3)
     port = free_port()
+    token = tmp_path / "private" / "serve-x.token"
+    token.parent.mkdir(mode=0o700)
+    token.write_text(TOKEN + "\n")
     spec = {"bind": "127.0.0.1", "allow": "127.0.0.1", "port": port,
-            "models": {"o/m@main": str(folder)}, "images": []}  # fmt: skip
+            "models": {"o/m@main": str(folder)}, "images": [],
+            "token_file": str(token)}  # fmt: skip
     server = threading.Thread(target=job.serve, args=(spec, job.Status("serve-x", "s")))
     server.start()
     for _ in range(100):  # until it listens
@@ -198,21 +202,34 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.05)
-    yield folder, port, str(check)
+    yield folder, port, str(check), str(token)
     server.join(timeout=10)
 
 
-def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
+TOKEN = "a-random-token-of-this-run"
+
+
+def copy_spec(job: ModuleType, head, target: Path, **values) -> dict:
+    """A copy's spec as the deploy writes it: the digests it read from the head over SSH
+    (``spark-fetch digests``), the token file it wrote."""
     import pwd
 
-    folder, port, check = head
+    folder, port, check, token = head
+    [found] = job.digests([{"want": "o/m@main", "folder": str(folder)}])
+    assert found["ready"]
+    return {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
+            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
+            "model_check": check, "wait_limit": 30, "files": found["files"],
+            "token_file": token, **values}  # fmt: skip
+
+
+def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
+    folder = head[0]
     target = tmp_path / "other" / "m"
     partial = target / ".cache" / "spark-copy" / "w.safetensors"
     partial.parent.mkdir(parents=True)
     partial.write_bytes((folder / "w.safetensors").read_bytes()[:1_000_000])
-    spec = {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
-            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
-            "model_check": check, "wait_limit": 30}  # fmt: skip
+    spec = copy_spec(job, head, target)
     status = job.Status("copy-model-x", "copy")
     job.copy_model(spec, status)
     assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
@@ -226,12 +243,15 @@ def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: Mo
     import urllib.error
     import urllib.request
 
-    _, port, _ = head
+    _, port, _, token = head
     for path in ("/model?want=o/other@main", "/file?want=o/m@main&path=../../etc/passwd"):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         with pytest.raises(urllib.error.HTTPError) as caught:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+            urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 404
-    job_spec = {"source": "127.0.0.1", "port": port}
+    job_spec = {"source": "127.0.0.1", "port": port, "token_file": token}
     listing = job.head_json(job_spec, "/model", want="o/m@main")
     assert listing == {"ready": True, "files": {"config.json": 8, "w.safetensors": 3_000_000}}
 
@@ -261,7 +281,7 @@ def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: Mod
         "192.168.100.2",
         "192.168.100.3",
     }
-    _, port, _ = head
+    _, port, _, _ = head
     stranger = http.client.HTTPConnection(
         "127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0)
     )

@@ -104,9 +104,13 @@ def test_the_specs_say_what_each_job_fetches_and_how():
         "read_script": image.spec["read_script"],
         "readings": "/var/lib/spark-deploy/images",
         "docker_config": "",
+        "user": "",
     }
-    with_home = fetch.image_job(host.data.engine_plan, "/home/nvidia")
-    assert with_home.spec["docker_config"] == "/home/nvidia/.docker"  # their docker logins
+    # their docker logins, read only from a regular file the operator owns (issue 22: the
+    # spec had no user, and root's docker read their whole ~/.docker)
+    with_home = fetch.image_job(host.data.engine_plan, "/home/nvidia", "nvidia")
+    assert with_home.spec["docker_config"] == "/home/nvidia/.docker"
+    assert with_home.spec["user"] == "nvidia"
     assert "python3 -m sglang.launch_server --help" in image.spec["read_script"]
     assert model.spec["repo"] == REPOS["model_repo"] and model.spec["folder"] == MODEL
     assert model.spec["base_repo"] == REPOS["model_base_repo"] and model.spec["needs_tokenizer"]
