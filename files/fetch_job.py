@@ -885,100 +885,118 @@ def refusal(handler: http.server.BaseHTTPRequestHandler, allow: set[str], token:
     return ()
 
 
+class CopyHandler(http.server.BaseHTTPRequestHandler):
+    """A request of the copy server: the planned folders and images only (``copy_handler``
+    gives each server its own subclass, with what it serves)."""
+
+    server_version = "spark-fetch"
+    timeout = REQUEST_TIMEOUT
+    spec: dict[str, Any]
+    models: dict[str, str]  # want -> folder
+    images: list[str]
+    allow: set[str]
+    streams: Any  # a BoundedSemaphore of STREAMS
+    saving: Any  # a Lock: one docker save at a time
+    last: list[float]  # when the last request came
+
+    def log_message(self, format: str, *args: Any) -> None:
+        print(f"{self.client_address[0]} {format % args}", flush=True)
+
+    def reply(self, code: int, body: Any) -> None:
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        self.last[0] = time.monotonic()
+        refused = refusal(self, self.allow, read_token(self.spec))
+        if refused:
+            self.reply(refused[0], {"error": refused[1]})
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        want, image = query.get("want", ""), query.get("image", "")
+        if url.path == "/model" and want in self.models:
+            self.reply(200, model_listing(Path(self.models[want]), want))
+        elif url.path == "/file" and want in self.models:
+            self.limited(self.streams, self.send_model_file, self.models[want], want, query)
+        elif url.path == "/image" and image in self.images:
+            self.reply(200, image_listing(image))
+        elif url.path == "/save" and image in self.images and image_id(image):
+            self.limited(self.saving, self.send_image, image)
+        else:
+            self.reply(404, {"error": "not something this deploy planned to copy"})
+
+    def limited(self, slots: Any, send: Callable[..., None], *args: Any) -> None:
+        if not slots.acquire(blocking=False):
+            self.reply(503, {"error": "busy: ask again in a few seconds"})
+            return
+        try:
+            send(*args)
+        finally:
+            slots.release()
+
+    def send_model_file(self, folder: str, want: str, query: dict[str, str]) -> None:
+        try:
+            name = copied_name(query.get("path", ""))
+            root = open_folder(folder)
+            try:
+                fd = open_regular(root, name) if sealed(root, want) else -1
+            finally:
+                os.close(root)
+        except JobError as error:
+            fd, name = -1, str(error)
+        if fd < 0:
+            self.reply(404, {"error": f"not a regular file of the sealed folder: {name}"})
+            return
+        with os.fdopen(fd, "rb") as source:
+            self.send_range(source, os.fstat(fd).st_size)
+
+    def send_range(self, source: Any, size: int) -> None:
+        start = 0
+        match = re.fullmatch(r"bytes=(\d{1,19})-", self.headers.get("Range", ""))
+        if match:
+            start = min(int(match.group(1)), size)
+        self.send_response(206 if match else 200)
+        self.send_header("Content-Length", str(size - start))
+        if match:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+        if size > start:
+            self.connection.sendfile(source, start, size - start)
+
+    def send_image(self, image: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-tar")
+        self.end_headers()
+        saving = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)
+        assert saving.stdout is not None
+        try:
+            while chunk := saving.stdout.read(COPY_CHUNK):
+                self.wfile.write(chunk)
+        finally:
+            saving.kill()
+            saving.wait()
+
+
 def copy_handler(spec: dict[str, Any], last: list[float]) -> type:
     """The request handler of ``serve``: the planned folders and images only."""
-    models: dict[str, str] = spec["models"]  # want -> folder
-    images: list[str] = spec["images"]
-    allow = allowed(spec)
-    streams, saving = threading.BoundedSemaphore(STREAMS), threading.Lock()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        server_version = "spark-fetch"
-        timeout = REQUEST_TIMEOUT
-
-        def log_message(self, format: str, *args: Any) -> None:
-            print(f"{self.client_address[0]} {format % args}", flush=True)
-
-        def reply(self, code: int, body: Any) -> None:
-            data = (json.dumps(body) + "\n").encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
-            last[0] = time.monotonic()
-            refused = refusal(self, allow, read_token(spec))
-            if refused:
-                self.reply(refused[0], {"error": refused[1]})
-                return
-            url = urllib.parse.urlsplit(self.path)
-            query = dict(urllib.parse.parse_qsl(url.query))
-            want, image = query.get("want", ""), query.get("image", "")
-            if url.path == "/model" and want in models:
-                self.reply(200, model_listing(Path(models[want]), want))
-            elif url.path == "/file" and want in models:
-                self.limited(streams, self.send_model_file, models[want], want, query)
-            elif url.path == "/image" and image in images:
-                self.reply(200, image_listing(image))
-            elif url.path == "/save" and image in images and image_id(image):
-                self.limited(saving, self.send_image, image)
-            else:
-                self.reply(404, {"error": "not something this deploy planned to copy"})
-
-        def limited(self, slots: Any, send: Callable[..., None], *args: Any) -> None:
-            if not slots.acquire(blocking=False):
-                self.reply(503, {"error": "busy: ask again in a few seconds"})
-                return
-            try:
-                send(*args)
-            finally:
-                slots.release()
-
-        def send_model_file(self, folder: str, want: str, query: dict[str, str]) -> None:
-            try:
-                name = copied_name(query.get("path", ""))
-                root = open_folder(folder)
-                try:
-                    fd = open_regular(root, name) if sealed(root, want) else -1
-                finally:
-                    os.close(root)
-            except JobError as error:
-                fd, name = -1, str(error)
-            if fd < 0:
-                self.reply(404, {"error": f"not a regular file of the sealed folder: {name}"})
-                return
-            with os.fdopen(fd, "rb") as source:
-                self.send_range(source, os.fstat(fd).st_size)
-
-        def send_range(self, source: Any, size: int) -> None:
-            start = 0
-            match = re.fullmatch(r"bytes=(\d{1,19})-", self.headers.get("Range", ""))
-            if match:
-                start = min(int(match.group(1)), size)
-            self.send_response(206 if match else 200)
-            self.send_header("Content-Length", str(size - start))
-            if match:
-                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-            self.end_headers()
-            if size > start:
-                self.connection.sendfile(source, start, size - start)
-
-        def send_image(self, image: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-tar")
-            self.end_headers()
-            saving = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)
-            assert saving.stdout is not None
-            try:
-                while chunk := saving.stdout.read(COPY_CHUNK):
-                    self.wfile.write(chunk)
-            finally:
-                saving.kill()
-                saving.wait()
-
-    return Handler
+    return type(
+        "Handler",
+        (CopyHandler,),
+        {
+            "spec": spec,
+            "models": dict(spec["models"]),
+            "images": list(spec["images"]),
+            "allow": allowed(spec),
+            "streams": threading.BoundedSemaphore(STREAMS),
+            "saving": threading.Lock(),
+            "last": last,
+        },
+    )
 
 
 def serve(spec: dict[str, Any], status: Status) -> None:
