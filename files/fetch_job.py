@@ -6,6 +6,8 @@ does not depend on the SSH session of the deploy that started it.
 
     spark-fetch run ID         the job itself (ExecStart of spark-fetch@.service)
     spark-fetch status ID...   one JSON line per job: its unit and its last progress
+    spark-fetch digests JSON   the sha256 of sealed folders' files and images' IDs, which
+                               the deploy reads from the head before the others copy
 
 A job is described by the deploy in JOBS/ID.json (the spec) and writes JOBS/ID.status.json
 (state, phase, bytes done and total, rate) at least every second while it works, so a
@@ -21,19 +23,28 @@ leftovers before it starts. Standard library only: the Spark's own python3.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
+import http.client
 import http.server
+import io
 import json
 import os
+import posixpath
 import pty
 import pwd
 import re
 import select
+import shutil
+import stat
 import subprocess
 import sys
+import tarfile
+import tempfile
+import threading
 import time
 import urllib.parse
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +152,154 @@ def watch(command: list[str], sample: Callable[[], None], **popen: Any) -> tuple
         sample()
 
 
+# --- names and paths inside a model folder -------------------------------------------------
+#
+# Root works inside folders the operator owns, with names it did not choose: the Hub's file
+# list, the head's manifest, a tar from the head. Issue 22 ("the copy client writes where the
+# head says", "root helpers follow ../absolute names from Hub JSON", "jobs chown through
+# symlinks"): a name is a normalised relative path below the folder, and every component is
+# opened without following a symlink (O_NOFOLLOW at each step, from the folder's descriptor).
+
+NAME_LIMIT = 1024  # bytes of a whole name (a Hub path is far shorter)
+PART_LIMIT = 255  # bytes of one component (NAME_MAX)
+PARTIAL = ".cache/spark-copy"  # the copy's partial files, beside hf's own .cache/huggingface
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted under a file's name opens at once (and is then refused).
+FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def safe_name(name: object) -> str:
+    """``name`` when it is a normalised relative POSIX path (no ``..``, ``.``, empty or
+    over-long component, no leading ``/``, backslash, NUL or control character); else the
+    job stops naming it."""
+    text = name if isinstance(name, str) else ""
+    try:
+        parts = [len(part.encode()) for part in text.split("/")]
+        plain = len(text.encode()) <= NAME_LIMIT and all(0 < n <= PART_LIMIT for n in parts)
+    except UnicodeEncodeError:  # a lone surrogate from JSON
+        plain = False
+    plain = (
+        plain
+        and not any(ord(c) < 32 or ord(c) == 127 or c == "\\" for c in text)
+        and not text.startswith("/")
+        and posixpath.normpath(text) == text
+        and not any(part in (".", "..") for part in text.split("/"))
+    )
+    if not plain:
+        raise JobError(
+            f"refused the file name {name!r}: not a plain relative path inside the model folder"
+        )
+    return text
+
+
+def copied_name(name: object) -> str:
+    """A model file's name (``safe_name``) that is not the deploy's marker and not under
+    .cache/ (hf's bookkeeping and the copy's partial files stay on each Spark)."""
+    text = safe_name(name)
+    if text == MARKER or text == ".cache" or text.startswith(".cache/"):
+        raise JobError(f"refused the file name {name!r}: the deploy's own, never a model file")
+    return text
+
+
+def open_folder(folder: Path | str) -> int:
+    """The model folder's descriptor; refused when the folder is a symlink."""
+    try:
+        return os.open(folder, DIR_FLAGS)
+    except OSError as error:
+        raise JobError(
+            f"{folder}: cannot open it as a folder without following a symlink "
+            f"({error.strerror}); remove what is there and run the deploy again"
+        ) from None
+
+
+def open_parent(root: int, name: str, owner: tuple[int, int] | None = None) -> int:
+    """The descriptor of the folder holding ``name`` below ``root``: each component opened
+    without following a symlink (one is refused); with ``owner``, missing ones are created
+    (0755) and given to the owner through their descriptor."""
+    fd = os.dup(root)
+    try:
+        for part in safe_name(name).split("/")[:-1]:
+            made = False
+            if owner is not None:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    made = True
+            inner = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+            if made and owner is not None:
+                os.fchown(fd, *owner)
+    except OSError as error:
+        os.close(fd)
+        raise JobError(
+            f"{name}: a folder on its way is a symlink or not a folder ({error.strerror}); "
+            "refused (remove it and run the deploy again)"
+        ) from None
+    return fd
+
+
+def open_regular(root: int, name: str, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """``name`` below ``root`` opened without following a symlink anywhere, and only when
+    it is a regular file."""
+    parent = open_parent(root, name)
+    try:
+        fd = os.open(posixpath.basename(name), flags | FILE_FLAGS, mode, dir_fd=parent)
+    except OSError as error:
+        raise JobError(f"{name}: cannot open it as a regular file ({error.strerror})") from None
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JobError(f"{name}: not a regular file; refused")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def size_inside(root: int, name: str) -> int:
+    """The size of the regular file ``name`` below ``root`` (0: none, or not regular)."""
+    try:
+        fd = open_regular(root, name)
+    except JobError:
+        return 0
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def regular_files(root: int) -> dict[str, os.stat_result]:
+    """The regular files below ``root`` by name, found without following a symlink:
+    symlinks (and folders they point to), .cache/, the marker and names that are not plain
+    (``copied_name``) are left out."""
+    found: dict[str, os.stat_result] = {}
+
+    def walk(fd: int, prefix: str) -> None:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                name = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False) and name != ".cache":
+                    inner = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                    try:
+                        walk(inner, name + "/")
+                    finally:
+                        os.close(inner)
+                elif entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(JobError):
+                        found[copied_name(name)] = entry.stat(follow_symlinks=False)
+
+    walk(root, "")
+    return dict(sorted(found.items()))
+
+
+def file_sha256(root: int, name: str) -> tuple[int, str]:
+    """The size and sha256 of the regular file ``name`` below ``root``."""
+    digest = hashlib.sha256()
+    with os.fdopen(open_regular(root, name), "rb") as source:
+        while chunk := source.read(COPY_CHUNK):
+            digest.update(chunk)
+        return os.fstat(source.fileno()).st_size, digest.hexdigest()
+
+
 # --- model folders ---------------------------------------------------------------------
 
 
@@ -177,22 +336,61 @@ def hub_files(spec: dict[str, Any]) -> dict[str, int]:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         print(f"the Hub's file list of {spec['repo']} could not be read: {last}", flush=True)
         return {}
-    return {str(k): int(v) for k, v in json.loads(result.stdout).items()}
+    listed = json.loads(result.stdout)
+    # Names become paths under the folder (sizes, partial files): plain ones only (issue 22).
+    return {copied_name(name): int(size) for name, size in listed.items()}
 
 
 def folder_bytes(folder: Path, files: dict[str, int]) -> int:
     """Bytes of the revision in ``folder``: finished files, and the partial files hf keeps
     under .cache/huggingface/download while it downloads."""
     done = 0
-    for name, size in files.items():
-        with contextlib.suppress(OSError):
-            done += min((folder / name).stat().st_size, size)
-    partial = folder / ".cache" / "huggingface" / "download"
-    if partial.is_dir():
-        for path in partial.rglob("*.incomplete"):
-            with contextlib.suppress(OSError):
-                done += path.stat().st_size
+    try:
+        root = open_folder(folder)
+    except JobError:
+        return 0
+    try:
+        for name, size in files.items():
+            done += min(size_inside(root, name), size)
+        for _, info in partial_files(root):
+            done += info.st_size
+    finally:
+        os.close(root)
     return done
+
+
+HF_PARTIAL = ".cache/huggingface/download"  # hf's partial files, <name>.<etag>.incomplete
+
+
+def partial_files(root: int) -> list[tuple[str, os.stat_result]]:
+    """hf's partial files below ``root`` (found without following a symlink)."""
+    try:
+        inner = open_parent(root, f"{HF_PARTIAL}/x")
+    except JobError:
+        return []
+    try:
+        found = regular_files(inner)
+    finally:
+        os.close(inner)
+    return [(name, info) for name, info in found.items() if name.endswith(".incomplete")]
+
+
+def remove_partial_files(folder: Path) -> None:
+    """An earlier attempt's partial files (hf never reads them again), each unlinked from
+    its own folder's descriptor: nothing outside the folder is reached through a symlink."""
+    try:
+        root = open_folder(folder)
+    except JobError:
+        return
+    try:
+        for name, _ in partial_files(root):
+            parent = open_parent(root, f"{HF_PARTIAL}/{name}")
+            try:
+                os.unlink(posixpath.basename(name), dir_fd=parent)
+            finally:
+                os.close(parent)
+    finally:
+        os.close(root)
 
 
 def seal(spec: dict[str, Any]) -> None:
@@ -214,17 +412,16 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
     status.update(force=True, phase="listing", done=0, total=None)
     files = hub_files(spec)
     total = sum(files.values()) or None
-    partial = folder / ".cache" / "huggingface" / "download"
-    if partial.is_dir():  # an earlier attempt's partial files: hf never reads them again
-        for path in partial.rglob("*.incomplete"):
-            path.unlink(missing_ok=True)
+    if folder.is_dir():
+        remove_partial_files(folder)
     done = folder_bytes(folder, files)
     status.update(force=True, phase="download", done=done, total=total)
     if total:
         check_room(f"{spec['repo']} ({human(total)})", str(folder), total - done)
     account = pwd.getpwnam(spec["user"])
     folder.mkdir(parents=True, exist_ok=True)
-    os.chown(folder, account.pw_uid, operator["group"])
+    # The folder itself, never what a symlink in its place points to (issue 22).
+    os.chown(folder, account.pw_uid, operator["group"], follow_symlinks=False)
     print(f"downloading {spec['repo']}@{spec['revision']} into {folder}", flush=True)
     code, lines = watch(
         [
@@ -448,6 +645,58 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
     return reading
 
 
+CONFIG_LIMIT = 1024 * 1024  # bytes of the operator's docker config.json read at most
+
+
+def operator_auths(spec: dict[str, Any]) -> dict[str, Any]:
+    """The registry logins (``auths``) of the operator's docker config.json, opened without
+    following a symlink and only when it is a regular file the operator owns; credential
+    helpers (credsStore, credHelpers) are programs and are not carried over."""
+    path = Path(spec.get("docker_config") or "/nonexistent") / "config.json"
+    try:
+        fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as source:
+        info = os.fstat(fd)
+        owner = pwd.getpwnam(spec["user"]).pw_uid if spec.get("user") else -1
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != owner:
+            print(f"{path} is not a regular file of {spec.get('user')}: its logins are not used")
+            return {}
+        try:
+            config = json.loads(source.read(CONFIG_LIMIT))
+        except ValueError:
+            config = None
+    if not isinstance(config, dict):
+        print(f"{path} is not a JSON object: its logins are not used", flush=True)
+        return {}
+    if config.get("credsStore") or config.get("credHelpers"):
+        print(
+            f"{path} names a credential helper, which the pull (as root) does not run: a "
+            "registry login must be in its auths (`docker login` with no credential helper)",
+            flush=True,
+        )
+    auths = config.get("auths")
+    return {
+        str(registry): {k: v for k, v in entry.items() if k in ("auth", "identitytoken")}
+        for registry, entry in (auths.items() if isinstance(auths, dict) else ())
+        if isinstance(entry, dict)
+    }
+
+
+def private_docker_config(spec: dict[str, Any]) -> str:
+    """A fresh root-only (0700) DOCKER_CONFIG holding only the operator's registry logins:
+    root's docker never reads the operator's ~/.docker, whose CLI hooks and plugins would
+    run as root (issue 22). The caller removes it."""
+    folder = tempfile.mkdtemp(prefix="spark-fetch-docker-")
+    config = os.open(
+        os.path.join(folder, "config.json"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600
+    )
+    with os.fdopen(config, "w") as out:
+        json.dump({"auths": operator_auths(spec)}, out)
+    return folder
+
+
 def fetch_image(spec: dict[str, Any], status: Status) -> None:
     image = spec["image"]
     if image_id(image):
@@ -458,40 +707,126 @@ def fetch_image(spec: dict[str, Any], status: Status) -> None:
             "there, or name a published image"
         )
     else:
-        logins = Path(spec.get("docker_config") or "/nonexistent") / "config.json"
-        if logins.is_file():  # the operator's `docker login`s (NGC's nvcr.io, private registries)
-            os.environ["DOCKER_CONFIG"] = str(logins.parent)
-        print(f"pulling {image}", flush=True)
-        pull(image, status)
+        config = private_docker_config(spec)
+        os.environ["DOCKER_CONFIG"] = config  # the pull and `docker manifest inspect`
+        try:
+            print(f"pulling {image}", flush=True)
+            pull(image, status)
+        finally:
+            os.environ.pop("DOCKER_CONFIG", None)
+            shutil.rmtree(config, ignore_errors=True)
     read_image(image, spec, status)
 
 
 # --- a pair or a switch: fetched once, copied over the QSFP link --------------------------
 #
 # The head fetches from the internet; every other Spark copies from the head over rail 1.
-# Trust is the link's: the head's server binds its own fabric address, answers the other
-# Sparks' fabric addresses only, reads only, serves only the model folders and the image
-# the deploy planned, each once it is complete, and stops when the deploy is done with it
-# (or after IDLE seconds without a request). No key, account or sudo right is created.
+# The link is not trusted (issue 22: a host on a shared switch, or a compromised head, can
+# answer on the head's address): the head's server binds its own fabric address, answers the
+# other Sparks' fabric addresses only, and only with the run's token (a random secret the
+# deploy wrote root-only on every Spark over SSH); it serves only regular files of the model
+# folders the deploy planned, each once it is sealed, and the image. A copy writes only plain
+# names inside its folder, no more bytes than declared, and keeps nothing whose sha256 (or
+# image ID) differs from what the deploy read from the head over SSH (``digests``). The
+# server stops when the deploy is done with it (or after IDLE seconds without a request).
 
 IDLE = 1800
 COPY_CHUNK = 8 * 1024 * 1024
+STREAMS = 8  # model files streamed at once (a switch has at most 7 other Sparks)
+CONNECTIONS = 16  # connections served at once; more are closed unanswered
+PATH_LIMIT = 4096  # bytes of a request's path and query
+HEADER_LIMIT = 8192  # bytes of a request's headers together
+JSON_LIMIT = 16 * 1024 * 1024  # bytes of a listing (or a tar's manifest) read at most
+REQUEST_TIMEOUT = 60  # seconds a connection may stay silent
+BUSY_WAIT = 5  # seconds before a copy asks a busy head (503) again
+MANIFESTS = JOBS / "manifests"  # root-only cache of the sealed folders' digests
+
+
+def token_file(job_id: str) -> str:
+    """Where the deploy writes a job's token: a root-only (0700) folder beside the specs."""
+    return str(JOBS / "private" / f"{job_id}.token")
+
+
+def read_token(spec: dict[str, Any]) -> str:
+    """The run's token, read at each use (a later run writes a new one); "" when none."""
+    try:
+        fd = os.open(spec.get("token_file") or "", os.O_RDONLY | FILE_FLAGS)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as source:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return source.read(4096).decode(errors="replace").strip()
+
+
+def sealed(root: int, want: str) -> bool:
+    """Whether the folder's marker (a regular file) names ``want``."""
+    try:
+        fd = open_regular(root, MARKER)
+    except JobError:
+        return False
+    with os.fdopen(fd, "rb") as marker:
+        return marker.read(4096).decode(errors="replace").strip() == want
 
 
 def model_listing(folder: Path, want: str) -> dict[str, Any]:
-    """A complete folder's files and sizes (the deploy's marker says it is complete)."""
+    """A sealed folder's regular files and sizes (``regular_files``: no symlink)."""
     try:
-        complete = (folder / MARKER).read_text().strip() == want
-    except OSError:
-        complete = False
-    if not complete:
+        root = open_folder(folder)
+    except JobError:
         return {"ready": False, "files": {}}
-    files = {}
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).as_posix()
-        if path.is_file() and not relative.startswith(".cache/") and relative != MARKER:
-            files[relative] = path.stat().st_size
+    try:
+        if not sealed(root, want):
+            return {"ready": False, "files": {}}
+        files = {name: info.st_size for name, info in regular_files(root).items()}
+    finally:
+        os.close(root)
     return {"ready": True, "files": files}
+
+
+def folder_digests(folder: str, want: str) -> dict[str, Any]:
+    """A sealed folder's files as {name: [size, sha256]} (``ready`` False until sealed),
+    for the deploy to read over SSH. Each file's digest is kept in a root-only cache and
+    computed again only when its size or mtime changed."""
+    try:
+        root = open_folder(folder)
+    except JobError:
+        return {"ready": False, "files": {}}
+    cache = MANIFESTS / f"{hashlib.sha256(folder.encode()).hexdigest()[:32]}.json"
+    try:
+        if not sealed(root, want):
+            return {"ready": False, "files": {}}
+        try:
+            known = json.loads(cache.read_text()).get("files") or {}
+        except (OSError, ValueError, AttributeError):
+            known = {}
+        files = {}
+        for name, info in regular_files(root).items():
+            entry = known.get(name)
+            if not (isinstance(entry, list) and entry[:2] == [info.st_size, info.st_mtime_ns]):
+                size, digest = file_sha256(root, name)
+                entry = [size, info.st_mtime_ns, digest]
+            files[name] = entry
+    finally:
+        os.close(root)
+    MANIFESTS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = cache.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"folder": folder, "want": want, "files": files}) + "\n")
+    temporary.replace(cache)
+    return {"ready": True, "files": {name: [e[0], e[2]] for name, e in files.items()}}
+
+
+def digests(queries: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """What the deploy reads from the head over SSH before the other Sparks copy:
+    ``{"want", "folder"}`` gives the folder's digests, ``{"image"}`` the image's ID."""
+    found = []
+    for query in queries:
+        if "image" in query:
+            identity = image_id(query["image"])
+            found.append({"image": query["image"], "ready": bool(identity), "id": identity})
+        else:
+            found.append({"want": query["want"], **folder_digests(query["folder"], query["want"])})
+    return found
 
 
 def image_listing(image: str) -> dict[str, Any]:
@@ -509,92 +844,215 @@ def allowed(spec: dict[str, Any]) -> set[str]:
     return {allow} if isinstance(allow, str) else set(allow)
 
 
+class CopyServer(http.server.ThreadingHTTPServer):
+    """A threading server that answers CONNECTIONS connections at once (more are closed)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def refusal(handler: http.server.BaseHTTPRequestHandler, allow: set[str], token: str) -> tuple:
+    """Why a request is not answered (code, text), or () when it is: a stranger's address,
+    an over-long path or headers, or no token or the wrong one (hmac.compare_digest)."""
+    if handler.client_address[0] not in allow:
+        return 403, "only the other Sparks of this deploy may copy"
+    if len(handler.path) > PATH_LIMIT:
+        return 414, "the request's path is too long"
+    if sum(len(k) + len(v) for k, v in handler.headers.items()) > HEADER_LIMIT:
+        return 431, "the request's headers are too long"
+    given = (handler.headers.get("Authorization") or "").encode("utf-8", "replace")
+    if not token or not hmac.compare_digest(given, f"Bearer {token}".encode()):
+        return 401, "this run's token is missing or wrong"
+    return ()
+
+
+class CopyHandler(http.server.BaseHTTPRequestHandler):
+    """A request of the copy server: the planned folders and images only (``copy_handler``
+    gives each server its own subclass, with what it serves)."""
+
+    server_version = "spark-fetch"
+    timeout = REQUEST_TIMEOUT
+    spec: dict[str, Any]
+    models: dict[str, str]  # want -> folder
+    images: list[str]
+    allow: set[str]
+    streams: Any  # a BoundedSemaphore of STREAMS
+    saving: Any  # a Lock: one docker save at a time
+    last: list[float]  # when the last request came
+
+    def log_message(self, format: str, *args: Any) -> None:
+        print(f"{self.client_address[0]} {format % args}", flush=True)
+
+    def reply(self, code: int, body: Any) -> None:
+        data = (json.dumps(body) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        self.last[0] = time.monotonic()
+        refused = refusal(self, self.allow, read_token(self.spec))
+        if refused:
+            self.reply(refused[0], {"error": refused[1]})
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        want, image = query.get("want", ""), query.get("image", "")
+        if url.path == "/model" and want in self.models:
+            self.reply(200, model_listing(Path(self.models[want]), want))
+        elif url.path == "/file" and want in self.models:
+            self.limited(self.streams, self.send_model_file, self.models[want], want, query)
+        elif url.path == "/image" and image in self.images:
+            self.reply(200, image_listing(image))
+        elif url.path == "/save" and image in self.images and image_id(image):
+            self.limited(self.saving, self.send_image, image)
+        else:
+            self.reply(404, {"error": "not something this deploy planned to copy"})
+
+    def limited(self, slots: Any, send: Callable[..., None], *args: Any) -> None:
+        if not slots.acquire(blocking=False):
+            self.reply(503, {"error": "busy: ask again in a few seconds"})
+            return
+        try:
+            send(*args)
+        finally:
+            slots.release()
+
+    def send_model_file(self, folder: str, want: str, query: dict[str, str]) -> None:
+        try:
+            name = copied_name(query.get("path", ""))
+            root = open_folder(folder)
+            try:
+                fd = open_regular(root, name) if sealed(root, want) else -1
+            finally:
+                os.close(root)
+        except JobError as error:
+            fd, name = -1, str(error)
+        if fd < 0:
+            self.reply(404, {"error": f"not a regular file of the sealed folder: {name}"})
+            return
+        with os.fdopen(fd, "rb") as source:
+            self.send_range(source, os.fstat(fd).st_size)
+
+    def send_range(self, source: Any, size: int) -> None:
+        start = 0
+        match = re.fullmatch(r"bytes=(\d{1,19})-", self.headers.get("Range", ""))
+        if match:
+            start = min(int(match.group(1)), size)
+        self.send_response(206 if match else 200)
+        self.send_header("Content-Length", str(size - start))
+        if match:
+            self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+        self.end_headers()
+        if size > start:
+            self.connection.sendfile(source, start, size - start)
+
+    def send_image(self, image: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-tar")
+        self.end_headers()
+        saving = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)
+        assert saving.stdout is not None
+        try:
+            while chunk := saving.stdout.read(COPY_CHUNK):
+                self.wfile.write(chunk)
+        finally:
+            saving.kill()
+            saving.wait()
+
+
+def copy_handler(spec: dict[str, Any], last: list[float]) -> type:
+    """The request handler of ``serve``: the planned folders and images only."""
+    return type(
+        "Handler",
+        (CopyHandler,),
+        {
+            "spec": spec,
+            "models": dict(spec["models"]),
+            "images": list(spec["images"]),
+            "allow": allowed(spec),
+            "streams": threading.BoundedSemaphore(STREAMS),
+            "saving": threading.Lock(),
+            "last": last,
+        },
+    )
+
+
 def serve(spec: dict[str, Any], status: Status) -> None:
     """Serve the planned folders and image to the other Sparks until stopped (or idle)."""
-    models: dict[str, str] = spec["models"]  # want -> folder
-    images: list[str] = spec["images"]
-    allow = allowed(spec)
     last = [time.monotonic()]
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        server_version = "spark-fetch"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            print(f"{self.client_address[0]} {format % args}", flush=True)
-
-        def reply(self, code: int, body: Any) -> None:
-            data = (json.dumps(body) + "\n").encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's name
-            last[0] = time.monotonic()
-            if self.client_address[0] not in allow:
-                self.reply(403, {"error": "only the other Sparks of this deploy may copy"})
-                return
-            url = urllib.parse.urlsplit(self.path)
-            query = dict(urllib.parse.parse_qsl(url.query))
-            want, image = query.get("want", ""), query.get("image", "")
-            if url.path == "/model" and want in models:
-                self.reply(200, model_listing(Path(models[want]), want))
-            elif url.path == "/file" and want in models:
-                self.send_model_file(Path(models[want]), want, query.get("path", ""))
-            elif url.path == "/image" and image in images:
-                self.reply(200, image_listing(image))
-            elif url.path == "/save" and image in images and image_id(image):
-                self.send_image(image)
-            else:
-                self.reply(404, {"error": "not something this deploy planned to copy"})
-
-        def send_model_file(self, folder: Path, want: str, name: str) -> None:
-            listing = model_listing(folder, want)
-            if name not in listing["files"]:
-                self.reply(404, {"error": f"{name} is not a file of the complete folder"})
-                return
-            size = listing["files"][name]
-            start = 0
-            match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-            if match:
-                start = min(int(match.group(1)), size)
-            self.send_response(206 if match else 200)
-            self.send_header("Content-Length", str(size - start))
-            if match:
-                self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
-            self.end_headers()
-            with open(folder / name, "rb") as source:
-                if size > start:
-                    self.connection.sendfile(source, start, size - start)
-
-        def send_image(self, image: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-tar")
-            self.end_headers()
-            saving = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE)
-            assert saving.stdout is not None
-            try:
-                while chunk := saving.stdout.read(COPY_CHUNK):
-                    self.wfile.write(chunk)
-            finally:
-                saving.kill()
-                saving.wait()
-
-    server = http.server.ThreadingHTTPServer((spec["bind"], int(spec["port"])), Handler)
+    server = CopyServer((spec["bind"], int(spec["port"])), copy_handler(spec, last))
     server.timeout = 5
     status.update(force=True, phase="serving")
-    print(f"serving copies on {spec['bind']}:{spec['port']} to {', '.join(sorted(allow))}")
+    print(f"serving copies on {spec['bind']}:{spec['port']} to {', '.join(sorted(allowed(spec)))}")
+    if not read_token(spec):
+        print("no token for this run: every request is refused (run the deploy again)")
     while time.monotonic() - last[0] < IDLE:
         server.handle_request()
     print(f"no request for {IDLE} s: stopping", flush=True)
+    server.server_close()
 
 
-def head_json(spec: dict[str, Any], path: str, **query: str) -> dict[str, Any]:
-    url = f"http://{spec['source']}:{spec['port']}{path}?{urllib.parse.urlencode(query)}"
-    with urllib.request.urlopen(url, timeout=30) as response:
-        found: dict[str, Any] = json.load(response)
-        return found
+@contextlib.contextmanager
+def head_get(
+    spec: dict[str, Any], route: str, headers: dict[str, str] | None = None, **query: str
+) -> Iterator[http.client.HTTPResponse]:
+    """A GET to the head's server with the run's token (http.client: no redirect and no
+    proxy is followed, so the token goes to the head's address only). A busy head (503) is
+    asked again until the spec's wait_limit; any answer but 200 or 206 is an OSError."""
+    deadline = time.monotonic() + float(spec.get("wait_limit") or 0)
+    while True:
+        connection = http.client.HTTPConnection(
+            spec["source"], int(spec["port"]), timeout=REQUEST_TIMEOUT
+        )
+        try:
+            connection.request(
+                "GET",
+                f"{route}?{urllib.parse.urlencode(query)}",
+                headers={"Authorization": f"Bearer {read_token(spec)}", **(headers or {})},
+            )
+            response = connection.getresponse()
+            if response.status != 503 or time.monotonic() > deadline:
+                if response.status not in (200, 206):
+                    said = response.read(4096).decode(errors="replace").strip()
+                    raise OSError(f"the head answered {response.status} to {route}: {said}")
+                yield response
+                return
+        finally:
+            connection.close()
+        time.sleep(BUSY_WAIT)
+
+
+def head_json(spec: dict[str, Any], route: str, **query: str) -> dict[str, Any]:
+    with head_get(spec, route, None, **query) as response:
+        data = response.read(JSON_LIMIT + 1)
+    if len(data) > JSON_LIMIT:
+        raise OSError(f"the head's answer to {route} is over {JSON_LIMIT} bytes")
+    found = json.loads(data)
+    if not isinstance(found, dict):
+        raise ValueError(f"the head's answer to {route} is not an object")
+    return found
 
 
 def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str) -> dict:
@@ -604,8 +1062,8 @@ def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str)
     while True:
         try:
             listing = head_json(spec, path, **query)
-        except OSError as error:  # its server is not up yet, or the link is down
-            listing = {"ready": False, "error": str(error)}
+        except (OSError, ValueError, http.client.HTTPException) as error:
+            listing = {"ready": False, "error": str(error)}  # not up yet, or the link is down
         if listing.get("ready"):
             return listing
         if time.monotonic() > deadline:
@@ -617,85 +1075,282 @@ def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str)
         time.sleep(5)
 
 
+def expected_files(spec: dict[str, Any]) -> dict[str, tuple[int, str]]:
+    """The files to copy: plain names (``copied_name``) with the size and sha256 the deploy
+    read from the head over SSH (the spec's ``files``), never the head server's listing."""
+    files = spec.get("files")
+    if not isinstance(files, dict) or not files:
+        raise JobError(
+            f"the copy of {spec.get('want')} has no digests of the head's files in its spec; "
+            "run the deploy again (it reads them from the head over SSH)"
+        )
+    expected = {}
+    for name, value in files.items():
+        size, digest = value if isinstance(value, list) and len(value) == 2 else (None, "")
+        if not (isinstance(size, int) and size >= 0 and re.fullmatch(r"[0-9a-f]{64}", digest)):
+            raise JobError(f"the copy's spec has no size and sha256 for {name!r}; refused")
+        expected[copied_name(name)] = (size, digest)
+    return expected
+
+
+def resume(out: Any, size: int) -> Any:
+    """The sha256 of what a partial copy holds (emptied when it is longer than the file);
+    ``out`` is left at its end."""
+    hasher = hashlib.sha256()
+    if os.fstat(out.fileno()).st_size > size:
+        out.truncate(0)
+    out.seek(0)
+    while chunk := out.read(COPY_CHUNK):
+        hasher.update(chunk)
+    return hasher
+
+
+def receive(spec: dict[str, Any], name: str, out: Any, size: int, progress: Callable) -> Any:
+    """The rest of ``name`` from the head into ``out`` (resumed from its end), no byte past
+    the declared ``size``: a longer or shorter answer is refused. Its sha256."""
+    hasher, start = resume(out, size), out.tell()
+    headers = {"Range": f"bytes={start}-"} if start else {}
+    with head_get(spec, "/file", headers, want=spec["want"], path=name) as response:
+        if start and not (response.getheader("Content-Range") or "").startswith(f"bytes {start}-"):
+            out.seek(0)  # the head sent the whole file
+            out.truncate(0)
+            hasher, start = hashlib.sha256(), 0
+        declared = response.getheader("Content-Length")
+        if declared is not None and declared != str(size - start):
+            raise JobError(
+                f"{name}: the head offers {declared} bytes where {size - start} of its {size} "
+                "remain (as the deploy read over SSH); refused"
+            )
+        left = size - start
+        while left:
+            chunk = response.read(min(COPY_CHUNK, left))
+            if not chunk:
+                raise JobError(f"{name}: the head sent {size - left} of its {size} bytes")
+            out.write(chunk)
+            hasher.update(chunk)
+            left -= len(chunk)
+            progress(size - left)
+        if response.read(1):
+            raise JobError(f"{name}: the head sent more than its {size} bytes; refused")
+    out.flush()
+    return hasher
+
+
+def copy_file(
+    spec: dict[str, Any], root: int, name: str, want: tuple[int, str], owner: tuple[int, int],
+    progress: Callable[[int], None],
+) -> None:  # fmt: skip
+    """One file from the head: kept when it is here whole (its sha256 checked), else copied
+    into its partial file under .cache/spark-copy (resumed), checked against the sha256 the
+    deploy read over SSH, and renamed into place. Folders and files are created without
+    following a symlink and given to the owner through their descriptors."""
+    size, digest = want
+    if size_inside(root, name) == size and file_sha256(root, name) == want:
+        return
+    base = posixpath.basename(name)
+    parent = open_parent(root, f"{PARTIAL}/{name}", owner)
+    try:
+        try:
+            fd = os.open(base, os.O_RDWR | os.O_CREAT | FILE_FLAGS, 0o644, dir_fd=parent)
+        except OSError as error:
+            raise JobError(f"{PARTIAL}/{name}: cannot open it ({error.strerror})") from None
+        with os.fdopen(fd, "r+b") as out:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise JobError(f"{PARTIAL}/{name}: not a regular file; refused")
+            os.set_blocking(fd, True)
+            os.fchown(fd, *owner)
+            found = receive(spec, name, out, size, progress).hexdigest()
+            if found != digest:
+                out.truncate(0)
+                raise JobError(
+                    f"{name}: the head sent bytes whose sha256 is {found}, not {digest} as the "
+                    "deploy read it over SSH; discarded (check the head's folder, run again)"
+                )
+        target = open_parent(root, name, owner)
+        try:
+            os.rename(base, base, src_dir_fd=parent, dst_dir_fd=target)
+        except OSError as error:
+            raise JobError(f"{name}: cannot put it in place ({error.strerror})") from None
+        finally:
+            os.close(target)
+    finally:
+        os.close(parent)
+
+
 def copy_model(spec: dict[str, Any], status: Status) -> None:
     """Copy a complete model folder from the head: file by file, each resumed where it
-    stopped, then seal it as the head's was sealed."""
+    stopped and checked against its digest, then seal it as the head's was sealed."""
     folder = Path(spec["folder"])
-    listing = wait_for_head(spec, status, "/model", want=spec["want"])
-    files: dict[str, int] = listing["files"]
-    partial = folder / ".cache" / "spark-copy"
-
-    def done() -> int:
-        """Bytes here: each file whole, or its partial copy."""
-        total = 0
-        for name, size in files.items():
-            for path in (folder / name, partial / name):
-                if path.is_file():
-                    total += min(path.stat().st_size, size)
-                    break
-        return total
-
-    total = sum(files.values())
-    status.update(force=True, phase="copy", done=done(), total=total)
-    check_room(f"{spec['want']} ({human(total)})", str(folder), total - done())
-    for name, size in files.items():
-        target = folder / name
-        if target.is_file() and target.stat().st_size == size:
-            continue
-        part = partial / name
-        part.parent.mkdir(parents=True, exist_ok=True)
-        start = part.stat().st_size if part.exists() else 0
-        query = urllib.parse.urlencode({"want": spec["want"], "path": name})
-        request = urllib.request.Request(
-            f"http://{spec['source']}:{spec['port']}/file?{query}",
-            headers={"Range": f"bytes={start}-"} if start else {},
-        )
-        with urllib.request.urlopen(request, timeout=60) as response, open(part, "ab") as out:
-            if start and response.status != 206:
-                out.truncate(0)  # the head sent the whole file
-            while chunk := response.read(COPY_CHUNK):
-                out.write(chunk)
-                status.update(done=done())
-        if part.stat().st_size != size:
-            raise JobError(f"{name}: copied {part.stat().st_size} of {size} bytes")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        part.replace(target)
+    files = expected_files(spec)
+    wait_for_head(spec, status, "/model", want=spec["want"])
     account = pwd.getpwnam(spec["user"])
-    for path in [folder, *folder.rglob("*")]:
-        os.chown(path, account.pw_uid, account.pw_gid)
+    owner = (account.pw_uid, account.pw_gid)
+    folder.mkdir(parents=True, exist_ok=True)
+    root = open_folder(folder)
+    try:
+        os.fchown(root, *owner)
+        total = sum(size for size, _ in files.values())
+        here = sum(
+            min(size, max(size_inside(root, name), size_inside(root, f"{PARTIAL}/{name}")))
+            for name, (size, _) in files.items()
+        )
+        status.update(force=True, phase="copy", done=here, total=total)
+        check_room(f"{spec['want']} ({human(total)})", str(folder), total - here)
+        finished = [0]
+
+        def progress(current: int) -> None:
+            status.update(done=finished[0] + current)
+
+        for name, want in files.items():
+            copy_file(spec, root, name, want, owner, progress)
+            finished[0] += want[0]
+            status.update(done=finished[0])
+    finally:
+        os.close(root)
     status.update(force=True, phase="seal", done=total)
     seal(spec)
 
 
+# docker save's tar (moby image/tarexport; OCI layout since docker 25): the names that tag
+# an image. ``repositories`` (the legacy tags) is left out of what docker load reads.
+NAME_ANNOTATIONS = ("io.containerd.image.name", "org.opencontainers.image.ref.name")
+
+
+def image_names(image: str) -> set[str]:
+    """The spellings of ``image`` a tar may tag: as given, with docker.io (and library/)
+    in front, and its bare tag (OCI ref.name)."""
+    names, first = {image}, image.split("/", 1)[0]
+    if "/" not in image or not ("." in first or ":" in first or first == "localhost"):
+        names |= {f"docker.io/{image}", f"docker.io/library/{image}"}
+    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
+    return names | {tag}
+
+
+def check_image_json(name: str, text: bytes, image: str, expected: str) -> None:
+    """manifest.json and index.json of the head's tar describe one image: the expected
+    config, named ``image`` or not at all; else refused before docker load has read them."""
+    config, names = expected.removeprefix("sha256:"), image_names(image)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if name == "manifest.json":
+        entry = data[0] if isinstance(data, list) and len(data) == 1 else None
+        plain = isinstance(entry, dict) and (
+            entry.get("Config") in (f"blobs/sha256/{config}", f"{config}.json")
+            and set(entry.get("RepoTags") or []) <= names
+        )
+    else:
+        entries = data.get("manifests") if isinstance(data, dict) else None
+        entry = entries[0] if isinstance(entries, list) and len(entries) == 1 else None
+        notes = (entry.get("annotations") or {}) if isinstance(entry, dict) else None
+        plain = isinstance(notes, dict) and all(
+            notes[key] in names for key in NAME_ANNOTATIONS if key in notes
+        )
+    if not plain:
+        raise JobError(
+            f"the image's tar from the head has a {name} naming other images, or another ID "
+            f"than {expected} (read over SSH); refused before docker load tagged anything"
+        )
+
+
+class Hashing:
+    """A tar member's bytes, read through on their way to docker load: hashed, counted."""
+
+    def __init__(self, source: Any, moved: Callable[[int], None]) -> None:
+        self.source, self.hash, self.moved = source, hashlib.sha256(), moved
+
+    def read(self, size: int = -1) -> bytes:
+        chunk: bytes = self.source.read(size)
+        self.hash.update(chunk)
+        self.moved(len(chunk))
+        return chunk
+
+
+def pass_image(source: Any, sink: Any, image: str, expected: str, moved: Callable) -> None:
+    """The head's ``docker save`` tar, passed to docker load member by member: plain names
+    only; folders, regular files and symlinks that stay inside it only; each blob's sha256
+    is its name; manifest.json and index.json as ``check_image_json`` wants them. A refused
+    member ends it before the tar does, so docker load loads and tags nothing."""
+    with (
+        tarfile.open(fileobj=source, mode="r|") as tar,
+        tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as out,
+    ):
+        for member in tar:
+            name = safe_name(member.name.rstrip("/"))
+            if member.issym():
+                safe_name(
+                    posixpath.normpath(posixpath.join(posixpath.dirname(name), member.linkname))
+                )
+            elif not (member.isdir() or member.isfile()):
+                raise JobError(f"the image's tar from the head holds {name}, not a file; refused")
+            data = tar.extractfile(member) if member.isfile() else None
+            if data is None or name == "repositories":
+                if name != "repositories":
+                    out.addfile(member)
+                continue
+            if name in ("manifest.json", "index.json"):
+                text = data.read(JSON_LIMIT)
+                check_image_json(name, text, image, expected)
+                out.addfile(member, io.BytesIO(text))
+                continue
+            reader = Hashing(data, moved)
+            out.addfile(member, reader)
+            blob = re.fullmatch(r"blobs/sha256/([0-9a-f]{64})", name)
+            if blob and reader.hash.hexdigest() != blob.group(1):
+                raise JobError(f"the image's tar from the head: {name} is not what it is named")
+
+
+def load_from_head(spec: dict[str, Any], image: str, expected: str, status: Status) -> None:
+    """docker load of the head's ``docker save``, through ``pass_image``; the image then
+    tagged ``image`` when the tar did not, and refused unless its ID is ``expected``."""
+    loading = subprocess.Popen(
+        [DOCKER, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert loading.stdin is not None and loading.stdout is not None
+    moved = [0]
+
+    def count(size: int) -> None:
+        moved[0] += size
+        status.update(done=moved[0])
+
+    try:
+        with head_get(spec, "/save", image=image) as response:
+            pass_image(response, loading.stdin, image, expected, count)
+        loading.stdin.close()
+    except BaseException:
+        loading.kill()
+        loading.wait()
+        raise
+    output = loading.stdout.read().decode(errors="replace").strip()
+    if loading.wait() != 0:
+        raise JobError(f"docker load of {image} from the head failed: {output}")
+    print(output, flush=True)
+    if image_id(image) != expected:
+        docker("tag", expected, image)
+    if image_id(image) != expected:
+        raise JobError(f"{image} is not {expected} after docker load from the head: {output}")
+    status.update(force=True, done=moved[0], total=moved[0])
+
+
 def copy_image(spec: dict[str, Any], status: Status) -> None:
     """Copy the image from the head (`docker save` there, `docker load` here), unless the
-    same image ID is here already; then read it as a pulled one is read."""
-    image = spec["image"]
-    listing = wait_for_head(spec, status, "/image", image=image)
-    if image_id(image) != listing["id"]:
+    ID the deploy read from the head over SSH is here already; then read it as a pulled
+    one is read."""
+    image, expected = spec["image"], str(spec.get("image_id") or "")
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", expected):
+        raise JobError(
+            f"the copy of {image} has no image ID of the head's in its spec; run the deploy "
+            "again (it reads it from the head over SSH)"
+        )
+    if image_id(image) != expected:
+        listing = wait_for_head(spec, status, "/image", image=image)
         total = int(listing.get("size") or 0) or None
         status.update(force=True, phase="copy", done=0, total=total)
         if total:
             root = docker("info", "-f", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
             check_room(f"{image} ({human(total)})", root, total)
-        query = urllib.parse.urlencode({"image": image})
-        url = f"http://{spec['source']}:{spec['port']}/save?{query}"
-        loading = subprocess.Popen(
-            [DOCKER, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=False
-        )
-        assert loading.stdin is not None and loading.stdout is not None
-        moved = 0
-        with urllib.request.urlopen(url, timeout=60) as response:
-            while chunk := response.read(COPY_CHUNK):
-                loading.stdin.write(chunk)
-                moved += len(chunk)
-                status.update(done=moved)
-        loading.stdin.close()
-        output = loading.stdout.read().decode(errors="replace").strip()
-        if loading.wait() != 0 or image_id(image) != listing["id"]:
-            raise JobError(f"docker load of {image} from the head failed: {output}")
-        print(output, flush=True)
-        status.update(force=True, done=moved, total=moved)
+        load_from_head(spec, image, expected, status)
     read_image(image, spec, status)
 
 
@@ -712,6 +1367,7 @@ KINDS: dict[str, Callable[[dict[str, Any], Status], None]] = {
 
 def run(job_id: str) -> int:
     spec = json.loads((JOBS / f"{job_id}.json").read_text())
+    spec["token_file"] = token_file(job_id)  # the copy channel's secret is not in the spec
     status = Status(job_id, spec["label"])
     status.update(force=True, state="running", phase="start", started=time.time(), error="")
     try:
@@ -754,6 +1410,9 @@ def job_status(job_id: str) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "run":
         return run(argv[1])
+    if len(argv) == 2 and argv[0] == "digests":
+        print(json.dumps(digests(json.loads(argv[1]))))
+        return 0
     if len(argv) >= 2 and argv[0] == "status":
         for job_id in argv[1:]:
             print(json.dumps(job_status(job_id)))

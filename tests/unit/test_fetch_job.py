@@ -189,8 +189,12 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     check.chmod(0o755)
     monkeypatch.setattr(job, "IDLE", 3)
     port = free_port()
+    token = tmp_path / "private" / "serve-x.token"
+    token.parent.mkdir(mode=0o700)
+    token.write_text(TOKEN + "\n")
     spec = {"bind": "127.0.0.1", "allow": "127.0.0.1", "port": port,
-            "models": {"o/m@main": str(folder)}, "images": []}  # fmt: skip
+            "models": {"o/m@main": str(folder)}, "images": [],
+            "token_file": str(token)}  # fmt: skip
     server = threading.Thread(target=job.serve, args=(spec, job.Status("serve-x", "s")))
     server.start()
     for _ in range(100):  # until it listens
@@ -198,21 +202,34 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 break
         time.sleep(0.05)
-    yield folder, port, str(check)
+    yield folder, port, str(check), str(token)
     server.join(timeout=10)
 
 
-def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
+TOKEN = "a-random-token-of-this-run"
+
+
+def copy_spec(job: ModuleType, head, target: Path, **values) -> dict:
+    """A copy's spec as the deploy writes it: the digests it read from the head over SSH
+    (``spark-fetch digests``), the token file it wrote."""
     import pwd
 
-    folder, port, check = head
+    folder, port, check, token = head
+    [found] = job.digests([{"want": "o/m@main", "folder": str(folder)}])
+    assert found["ready"]
+    return {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
+            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
+            "model_check": check, "wait_limit": 30, "files": found["files"],
+            "token_file": token, **values}  # fmt: skip
+
+
+def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
+    folder = head[0]
     target = tmp_path / "other" / "m"
     partial = target / ".cache" / "spark-copy" / "w.safetensors"
     partial.parent.mkdir(parents=True)
     partial.write_bytes((folder / "w.safetensors").read_bytes()[:1_000_000])
-    spec = {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
-            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
-            "model_check": check, "wait_limit": 30}  # fmt: skip
+    spec = copy_spec(job, head, target)
     status = job.Status("copy-model-x", "copy")
     job.copy_model(spec, status)
     assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
@@ -226,12 +243,15 @@ def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: Mo
     import urllib.error
     import urllib.request
 
-    _, port, _ = head
+    _, port, _, token = head
     for path in ("/model?want=o/other@main", "/file?want=o/m@main&path=../../etc/passwd"):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
         with pytest.raises(urllib.error.HTTPError) as caught:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+            urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 404
-    job_spec = {"source": "127.0.0.1", "port": port}
+    job_spec = {"source": "127.0.0.1", "port": port, "token_file": token}
     listing = job.head_json(job_spec, "/model", want="o/m@main")
     assert listing == {"ready": True, "files": {"config.json": 8, "w.safetensors": 3_000_000}}
 
@@ -261,7 +281,7 @@ def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: Mod
         "192.168.100.2",
         "192.168.100.3",
     }
-    _, port, _ = head
+    _, port, _, _ = head
     stranger = http.client.HTTPConnection(
         "127.0.0.1", port, timeout=5, source_address=("127.0.0.2", 0)
     )
@@ -270,3 +290,332 @@ def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: Mod
     assert answer.status == 403
     assert json.loads(answer.read()) == {"error": "only the other Sparks of this deploy may copy"}
     stranger.close()
+
+
+# --- the copy channel against a hostile head, a stranger, a planted symlink (issue 22) -----
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def answer(port: int, path: str, token: str | None = TOKEN) -> tuple[int, bytes]:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    connection.request("GET", path, headers=headers)
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response.status, body
+
+
+def test_the_server_refuses_a_request_without_the_token_or_with_a_wrong_one(job, head):
+    port = head[1]
+    for token in (None, "", "a-random-token-of-this-rum", TOKEN + "x"):
+        status, body = answer(port, "/model?want=o/m@main", token)
+        assert status == 401 and b"token" in body, token
+    assert answer(port, "/model?want=o/m@main")[0] == 200
+    assert answer(port, "/model?want=o/m@main&x=" + "a" * 5000)[0] == 414  # bounded requests
+
+
+def test_a_planted_symlink_and_a_symlinked_folder_are_not_listed_nor_served(job, head, tmp_path):
+    folder, port, _, _ = head
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.bin").write_text("outside")
+    (folder / "notes.txt").symlink_to(secret)  # notes.txt -> /etc/shadow
+    (folder / "linked").symlink_to(tmp_path / "elsewhere")
+    os.mkfifo(folder / "pipe")
+    status, body = answer(port, "/model?want=o/m@main")
+    assert status == 200
+    assert json.loads(body)["files"] == {"config.json": 8, "w.safetensors": 3_000_000}
+    for name in ("notes.txt", "linked/x.bin", "pipe", "sub/../config.json", "/etc/passwd"):
+        status, body = answer(port, f"/file?want=o/m@main&path={name}")
+        assert status == 404 and b"secret" not in body and b"outside" not in body, name
+    assert job.digests([{"want": "o/m@main", "folder": str(folder)}])[0]["files"].keys() == {
+        "config.json",
+        "w.safetensors",
+    }
+
+
+class Hostile:
+    """A server on the head's address that answers the copy's requests its own way."""
+
+    def __init__(self, body: bytes, length: int | None = None):
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                listing = self.path.startswith("/model")
+                data = b'{"ready": true, "files": {}}' if listing else outer.body
+                self.send_response(200)
+                size = (
+                    len(data)
+                    if outer.length is None or self.path.startswith("/model")
+                    else outer.length
+                )
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.body, self.length = body, length
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spec(self, target: Path, files: dict, tmp_path: Path) -> dict:
+        import pwd
+
+        (tmp_path / "token").write_text(TOKEN)
+        return {"source": "127.0.0.1", "port": self.port, "want": "o/m@main",
+                "folder": str(target), "needs_tokenizer": False, "wait_limit": 1,
+                "user": pwd.getpwuid(os.getuid()).pw_name, "model_check": "/bin/false",
+                "files": files, "token_file": str(tmp_path / "token")}  # fmt: skip
+
+
+def sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/x", "a/../../x", "a\\..\\x", "a\x00b",
+                                  ".cache/spark-copy/x", "./x", "a//x", ".spark-deploy-complete"])  # fmt: skip
+def test_a_name_outside_the_folder_is_refused_before_anything_is_written(job, tmp_path, name):
+    hostile = Hostile(b"owned")
+    target = tmp_path / "other" / "m"
+    spec = hostile.spec(target, {name: [5, sha(b"owned")]}, tmp_path)
+    with pytest.raises(job.JobError, match="refused the file name"):
+        job.copy_model(spec, job.Status("copy-x", "c"))
+    assert not (tmp_path / "x").exists() and not (tmp_path / "other" / "x").exists()
+    hostile.server.shutdown()
+
+
+def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path):
+    hostile = Hostile(b"owned")
+    target, victim = tmp_path / "other" / "m", tmp_path / "victim"
+    target.mkdir(parents=True)
+    victim.mkdir()
+    (target / "sub").symlink_to(victim)
+    spec = hostile.spec(target, {"sub/x": [5, sha(b"owned")]}, tmp_path)
+    with pytest.raises(job.JobError, match="symlink or not a folder"):
+        job.copy_model(spec, job.Status("copy-x", "c"))
+    assert list(victim.iterdir()) == []
+    (target / "sub").unlink()
+    (target / "x").symlink_to(victim / "y")  # a symlink where the file goes is replaced
+    spec = hostile.spec(target, {"x": [5, sha(b"owned")]}, tmp_path)
+    job.seal = lambda spec: None
+    job.copy_model(spec, job.Status("copy-x", "c"))
+    assert not (target / "x").is_symlink() and (target / "x").read_bytes() == b"owned"
+    assert not (victim / "y").exists()
+    hostile.server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "body, length, error",
+    [
+        (b"owned-and-more", None, "offers 14 bytes where 5"),  # declared longer
+        (b"owned-and-more", 5, None),  # declares 5: no byte past them is read
+        (b"own", 5, "sent 3 of its 5 bytes"),  # short
+        (b"pwned", None, "not .* as the deploy read it over SSH"),  # same size, wrong digest
+    ],
+)
+def test_a_body_longer_shorter_or_other_than_declared_is_refused(
+    job, tmp_path, body, length, error
+):
+    hostile = Hostile(body, length)
+    target = tmp_path / "other" / "m"
+    spec = hostile.spec(target, {"w.bin": [5, sha(b"owned")]}, tmp_path)
+    job.seal = lambda spec: None
+    if error:
+        with pytest.raises(job.JobError, match=error):
+            job.copy_model(spec, job.Status("copy-x", "c"))
+    else:
+        job.copy_model(spec, job.Status("copy-x", "c"))
+    partial = target / ".cache" / "spark-copy" / "w.bin"
+    assert partial.stat().st_size <= 5 if partial.exists() else True
+    assert (target / "w.bin").exists() == (error is None)  # only the right bytes are kept
+    hostile.server.shutdown()
+
+
+def test_the_copy_does_not_chown_through_a_planted_symlink(job, head, tmp_path, monkeypatch):
+    monkeypatch.setattr(job, "seal", lambda spec: None)
+    target, victim = tmp_path / "other" / "m", tmp_path / "victim"
+    target.mkdir(parents=True)
+    victim.write_text("root's")
+    (target / "link").symlink_to(victim)
+    job.copy_model(copy_spec(job, head, target, user="nobody"), job.Status("copy-x", "c"))
+    nobody = 65534
+    assert victim.stat().st_uid == 0  # the old rglob + os.chown gave it to the operator
+    assert (target / "w.safetensors").stat().st_uid == nobody and target.stat().st_uid == nobody
+    assert (target / ".cache" / "spark-copy").stat().st_uid == nobody
+
+
+def test_hf_partial_files_are_removed_only_inside_the_folder(job, tmp_path):
+    folder, outside = tmp_path / "m", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.incomplete").write_text("x")
+    (folder / ".cache" / "huggingface").mkdir(parents=True)
+    (folder / ".cache" / "huggingface" / "download").symlink_to(outside)
+    job.remove_partial_files(folder)
+    assert (outside / "keep.incomplete").exists()
+    (folder / ".cache" / "huggingface" / "download").unlink()
+    (folder / ".cache" / "huggingface" / "download" / "d").mkdir(parents=True)
+    (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").write_text("x")
+    job.remove_partial_files(folder)
+    assert not (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").exists()
+
+
+def test_the_hub_file_list_must_name_plain_paths(job, monkeypatch):
+    import subprocess
+
+    def hub(listing):
+        return lambda *a, **k: subprocess.CompletedProcess(a, 0, json.dumps(listing), "")
+
+    spec = {"hf_venv": "/x", "repo": "o/m", "revision": "main", "user": "root"}
+    monkeypatch.setattr(job.subprocess, "run", hub({"config.json": 3, "sub/w.bin": 4}))
+    assert job.hub_files(spec) == {"config.json": 3, "sub/w.bin": 4}
+    for name in ("../../etc/cron.d/x", "/etc/passwd", "a/./b"):
+        monkeypatch.setattr(job.subprocess, "run", hub({name: 1}))
+        with pytest.raises(job.JobError, match="refused the file name"):
+            job.hub_files(spec)
+
+
+# names: the grammar a copied or listed file name must have
+
+NAMES = load_job(Path(os.environ.get("SPARK_FETCH_JOBS", "/nonexistent")))
+PART = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
+
+
+@given(st.lists(PART, min_size=1, max_size=5).map("/".join))
+def test_a_name_that_passes_stays_inside_the_folder(name):
+    job = NAMES
+    try:
+        plain = job.safe_name(name)
+    except job.JobError:
+        return
+    joined = os.path.normpath(os.path.join("/folder", plain))
+    assert joined.startswith("/folder/") and joined == "/folder/" + plain
+    assert "\x00" not in plain and "\\" not in plain and ".." not in plain.split("/")
+
+
+GRAMMAR = st.sampled_from(["a", "b.bin", ".", "..", "", "c d", "\\", "\x00"])
+
+
+@given(st.lists(GRAMMAR, min_size=1, max_size=6).map("/".join))
+def test_dots_empty_parts_and_backslashes_never_pass(name):
+    job = NAMES
+    parts = name.split("/")
+    bad = any(p in ("", ".", "..") or "\\" in p or "\x00" in p for p in parts)
+    try:
+        job.safe_name(name)
+        assert not bad
+    except job.JobError:
+        assert bad
+
+
+# --- the image from the head: only the expected image, tagged as planned ------------------
+
+
+def image_tar(config: bytes, tags: list[str], extra: dict[str, bytes] | None = None,
+              config_name: str | None = None) -> bytes:  # fmt: skip
+    """A docker save tar (OCI layout) of one image whose config is ``config``."""
+    import io
+    import tarfile
+
+    digest = sha(config)
+    members = {
+        f"blobs/sha256/{digest}": config,
+        "manifest.json": json.dumps(
+            [{"Config": config_name or f"blobs/sha256/{digest}", "RepoTags": tags, "Layers": []}]
+        ).encode(),
+        "index.json": json.dumps(
+            {
+                "manifests": [
+                    {
+                        "annotations": {
+                            "io.containerd.image.name": f"docker.io/{tags[0]}" if tags else "x"
+                        }
+                    }
+                ]
+            }
+        ).encode(),  # fmt: skip
+        "repositories": b'{"ubuntu": {"latest": "x"}}',
+        **(extra or {}),
+    }
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return data.getvalue()
+
+
+@pytest.mark.parametrize(
+    "tar, error",
+    [
+        (lambda c: image_tar(c, ["o/engine:1"]), None),
+        (lambda c: image_tar(b"{}other", ["o/engine:1"]), "another ID"),  # another image
+        (lambda c: image_tar(c, ["o/engine:1", "ubuntu:latest"]), "naming other images"),
+        (lambda c: image_tar(c, ["o/engine:1"], {f"blobs/sha256/{'0' * 64}": b"x"}), "not what"),
+        (lambda c: image_tar(c, ["o/engine:1"], {"../x": b"x"}), "refused the file name"),
+    ],
+)
+def test_the_image_tar_is_passed_only_when_it_is_the_expected_image(job, tar, error):
+    import io
+    import tarfile
+
+    config = b'{"architecture": "arm64"}'
+    sink = io.BytesIO()
+    run = lambda: job.pass_image(  # noqa: E731
+        io.BytesIO(tar(config)), sink, "o/engine:1", f"sha256:{sha(config)}", lambda n: None
+    )
+    if error:
+        with pytest.raises(job.JobError, match=error):
+            run()
+        return
+    run()
+    sink.seek(0)
+    with tarfile.open(fileobj=sink) as passed:
+        assert "repositories" not in passed.getnames()  # legacy tags are never loaded
+        blob = passed.extractfile(f"blobs/sha256/{sha(config)}")
+        assert blob is not None and blob.read() == config
+
+
+# --- root's docker gets the operator's logins only ------------------------------------------
+
+
+def test_the_private_docker_config_holds_only_the_registry_logins(job, tmp_path, capsys):
+    home = tmp_path / ".docker"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({
+        "auths": {"nvcr.io": {"auth": "b64", "email": "x"}},
+        "credsStore": "desktop", "credHelpers": {"gcr.io": "gcloud"},
+        "cliPluginsExtraDirs": [str(tmp_path)], "aliases": {"builder": "buildx"},
+        "proxies": {"default": {"httpProxy": "http://evil"}},
+    }))  # fmt: skip
+    spec = {"docker_config": str(home), "user": "root"}
+    folder = job.private_docker_config(spec)
+    assert os.stat(folder).st_mode & 0o777 == 0o700 and os.stat(folder).st_uid == 0
+    assert os.listdir(folder) == ["config.json"]
+    written = Path(folder) / "config.json"
+    assert written.stat().st_mode & 0o777 == 0o600
+    assert json.loads(written.read_text()) == {"auths": {"nvcr.io": {"auth": "b64"}}}
+    assert "must be in its auths (`docker login` with no credential helper)" in (
+        capsys.readouterr().out
+    )
+    # a symlinked config, or one the operator does not own, is not read
+    (tmp_path / "real.json").write_text(json.dumps({"auths": {"a": {"auth": "x"}}}))
+    (home / "config.json").unlink()
+    (home / "config.json").symlink_to(tmp_path / "real.json")
+    assert job.operator_auths(spec) == {}
+    assert job.operator_auths({**spec, "user": "nobody"}) == {}

@@ -104,9 +104,13 @@ def test_the_specs_say_what_each_job_fetches_and_how():
         "read_script": image.spec["read_script"],
         "readings": "/var/lib/spark-deploy/images",
         "docker_config": "",
+        "user": "",
     }
-    with_home = fetch.image_job(host.data.engine_plan, "/home/nvidia")
-    assert with_home.spec["docker_config"] == "/home/nvidia/.docker"  # their docker logins
+    # their docker logins, read only from a regular file the operator owns (issue 22: the
+    # spec had no user, and root's docker read their whole ~/.docker)
+    with_home = fetch.image_job(host.data.engine_plan, "/home/nvidia", "nvidia")
+    assert with_home.spec["docker_config"] == "/home/nvidia/.docker"
+    assert with_home.spec["user"] == "nvidia"
     assert "python3 -m sglang.launch_server --help" in image.spec["read_script"]
     assert model.spec["repo"] == REPOS["model_repo"] and model.spec["folder"] == MODEL
     assert model.spec["base_repo"] == REPOS["model_base_repo"] and model.spec["needs_tokenizer"]
@@ -538,3 +542,59 @@ def test_a_spark_alone_or_without_rails_copies_nothing():
 
     unlinked = sparks(**{f"spark-{node}": {} for node in (1, 2, 3)})
     assert fetch.copy_link(unlinked["spark-2"].data.place) is None
+
+
+# --- the copy channel's token and digests (issue 22) -------------------------------------
+
+
+def test_the_token_is_one_per_run_for_the_head_and_its_copies_and_never_in_a_spec():
+    hosts = pair_with(FRESH, FRESH)
+    [server] = planned_for(hosts, "spark-1")["serving"]
+    copies = planned_for(hosts, "spark-2")["jobs"]
+    assert len(server.token) >= 40 and {job.token for job in copies} == {server.token}
+    for job in (server, *copies):
+        assert server.token not in json.dumps(job.spec) and server.token not in repr(job)
+    assert server.token not in fetch.start_command([server, *copies])
+
+
+@dataclass
+class Head:
+    """The head as the deploy reaches it over SSH: ``spark-fetch digests`` answers."""
+
+    answers: list[dict[str, Any]]
+    name: str = "spark-1"
+    asked: list[str] = field(default_factory=list)
+
+    def run_shell_command(self, command, _sudo=False):
+        self.asked.append(command.get_raw_value())
+        return True, Output(json.dumps(self.answers) + "\n")
+
+
+def test_a_copy_starts_with_the_digests_read_from_the_head_and_its_token_uploaded_privately():
+    hosts = pair_with(FRESH, FRESH)
+    image_copy, model_copy, _ = planned_for(hosts, "spark-2")["jobs"]
+    digest = "ab" * 32
+    head = Head([{"want": model_copy.key, "ready": True, "files": {"config.json": [8, digest]}}])
+    with mock.patch.object(fetch, "jobs_of", lambda target: []):
+        [ready] = fetch.with_digests(head, [model_copy])
+    assert ready.spec["files"] == {"config.json": [8, digest]} and ready.token == model_copy.token
+    assert head.asked[0].startswith(f'{FETCH_BIN} digests \'[{{"want": ')
+    head.answers = [{"image": IMAGE, "ready": False, "id": ""}]
+    with mock.patch.object(fetch, "jobs_of", lambda target: []):
+        assert fetch.with_digests(head, [image_copy]) == []  # the head is still pulling
+    spark_ = Spark([[]])
+    uploads: list[tuple] = []
+
+    def put_file(data, path, remote_temp_filename, _sudo):
+        uploads.append((data.getvalue(), path, remote_temp_filename))
+        return True
+
+    spark_.put_file = put_file  # type: ignore[attr-defined]
+    fetch.upload_tokens(spark_, [ready], "/home/ops")
+    assert uploads == [(
+        ready.token + "\n",
+        f"{FETCH_JOBS}/private/{ready.id}.token",
+        f"/home/ops/.spark-deploy-upload/{ready.id}.token",
+    )]  # fmt: skip
+    assert "install -d -m 700 /var/lib/spark-deploy/fetch/private" in spark_.commands[0]
+    assert all(ready.token not in command for command in spark_.commands)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
+import secrets
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from io import StringIO
 from typing import Any
 
 import gevent
@@ -37,7 +40,7 @@ from sparkdeploy.deploys.fetch.progress import (
     job_line,
     progress_line,
 )
-from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.deploys.managed import UPLOAD_DIR, managed_file
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import HostState, host_state
@@ -59,6 +62,9 @@ class FetchJob:
     kind: str  # model | image
     label: str  # what the laptop calls it
     spec: dict[str, Any] = field(hash=False, compare=False)
+    # The copy channel's secret (``copy_token``): written root-only beside the spec over SSH
+    # (``upload_tokens``), never in the spec, a command line or the output.
+    token: str = field(default="", hash=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, kind: str, name: str, label: str, **spec: Any) -> FetchJob:
@@ -126,9 +132,11 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
     return jobs
 
 
-def image_job(plan: EnginePlan, home: str = "") -> FetchJob:
+def image_job(plan: EnginePlan, home: str = "", user: str = "") -> FetchJob:
     """The job that pulls the engine image (when it is not there) and reads it; the pull
-    uses the registry logins of the operator (``home``: theirs), who runs `docker login`."""
+    uses the registry logins (``auths`` only) of the operator (``user``, whose ``home`` it
+    is), who runs `docker login`: the job copies them into a private config of root's, and
+    reads theirs only when it is a regular file they own."""
     return FetchJob.of(
         "image",
         plan.image,
@@ -138,6 +146,7 @@ def image_job(plan: EnginePlan, home: str = "") -> FetchJob:
         read_script=reading_script(plan.engine),
         readings=IMAGE_READINGS,
         docker_config=f"{home}/.docker" if home else "",
+        user=user,
     )
 
 
@@ -164,12 +173,23 @@ def copy_link(place: Place) -> CopyLink | None:
     return CopyLink(place.head, place.head_ip, place.members[1:], tuple(names[1:]))
 
 
+_TOKENS: dict[str, str] = {}
+
+
+def copy_token(head: str) -> str:
+    """The copy channel's secret of this run for the Sparks of ``head``: random, made once
+    per deploy run, the same for the head's server and every copy (issue 22: anyone on
+    the head's rail-1 address must not be able to serve or read the copies)."""
+    return _TOKENS.setdefault(head, secrets.token_urlsafe(32))
+
+
 def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
     """The other Spark's job for ``job``: copy it from the head over the link, once the head
-    has it (waiting ``wait`` seconds at most)."""
+    has it (waiting ``wait`` seconds at most). Its spec gets what it checks the copy
+    against when the deploy has read it from the head over SSH (``with_digests``)."""
     spec = {k: v for k, v in job.spec.items() if k not in ("kind", "label")}
     label = f"{job.label} (from {link.head})"
-    return FetchJob.of(
+    copy = FetchJob.of(
         f"copy-{job.kind}",
         job.key,
         label,
@@ -178,12 +198,17 @@ def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
         port=PAIR_COPY_PORT,
         wait_limit=wait,
     )
+    return replace(copy, token=copy_token(link.head))
 
 
 def serve_job(jobs: list[FetchJob], link: CopyLink) -> FetchJob:
     """The head's server of the copies: exactly these folders and images, answering the
-    other Sparks' rail-1 addresses only."""
+    other Sparks' rail-1 addresses only, with this run's token."""
     many = "s" if len(link.other_ips) > 1 else ""
+    return replace(_serve_job(jobs, link, many), token=copy_token(link.head))
+
+
+def _serve_job(jobs: list[FetchJob], link: CopyLink, many: str) -> FetchJob:
     return FetchJob.of(
         "serve",
         link.head_ip,
@@ -221,30 +246,134 @@ def read_statuses(host_, jobs: list[FetchJob]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.stdout.splitlines() if line.startswith("{")]
 
 
-def _fetch(
-    state, host, jobs: list[FetchJob], timeout: int, serving: list[FetchJob], head: str = ""
-) -> None:
-    """Report what an earlier run left, start or attach, then watch until every job is done
-    (or one fails, or the wait ends: the jobs go on, the next run attaches). ``serving``
-    jobs are started, not watched; a copy stops waiting when its ``head`` failed."""
+def upload_tokens(host_, jobs: list[FetchJob], ssh_home: str) -> None:
+    """Each token of ``jobs`` into a root-only (0700) folder beside the specs, where
+    spark-fetch reads it (``token_file``): uploaded through the SSH user's private 0700
+    folder, as the managed secrets are, so it is never on a command line or shown."""
+    tokened = [job for job in jobs if job.token]
+    if not tokened:
+        return
+    staging = posixpath.join(ssh_home, UPLOAD_DIR)
+    private = f"{FETCH_JOBS}/private"
+    prepare = StringCommand(
+        f"install -d -m 755 {FETCH_JOBS} && install -d -m 700 {private} && "
+        f'install -d -m 700 -o "${{SUDO_USER:-root}}" {shell(staging)}'
+    )
+    ok, output = host_.run_shell_command(prepare, _sudo=True)
+    for job in tokened if ok else ():
+        ok = host_.put_file(
+            StringIO(job.token + "\n"),
+            f"{private}/{job.id}.token",
+            remote_temp_filename=posixpath.join(staging, f"{job.id}.token"),
+            _sudo=True,
+        )
+    if not ok:
+        raise OperationError(f"could not write the copy token in {private}: {output.stderr}")
+
+
+def head_queries(head_host, jobs: list[FetchJob]) -> list[dict[str, str]]:
+    """What ``spark-fetch digests`` is asked on the head: the head's own folder of each
+    model (its inventory may place it elsewhere), each image."""
+    folders = {job.key: job.spec["folder"] for job in jobs_of(head_host) if job.kind == "model"}
+    return [
+        {"image": job.key}
+        if job.kind == "copy-image"
+        else {"want": job.key, "folder": folders.get(job.key, job.spec["folder"])}
+        for job in jobs
+    ]
+
+
+def with_digests(head_host, jobs: list[FetchJob]) -> list[FetchJob]:
+    """Those copy ``jobs`` whose thing the head has whole, each with what its copy is
+    checked against, read from the head over SSH (never over the copy channel, which
+    anyone on the fabric may answer): every file's size and sha256 (``files``), or the
+    image's ID (``image_id``)."""
+    queries = shell(json.dumps(head_queries(head_host, jobs)))
+    ok, output = head_host.run_shell_command(
+        StringCommand(FETCH_BIN, "digests", queries), _sudo=True
+    )
+    if not ok:
+        raise OperationError(f"{head_host.name}: {FETCH_BIN} digests failed: {output.stderr}")
+    answers = json.loads((output.stdout.strip().splitlines() or ["[]"])[-1])
+    ready = []
+    for job, answer in zip(jobs, answers, strict=True):
+        if answer.get("ready"):
+            found = "image_id" if job.kind == "copy-image" else "files"
+            value = answer["id"] if job.kind == "copy-image" else answer["files"]
+            ready.append(replace(job, spec={**job.spec, found: value}))
+    return ready
+
+
+def start_jobs(host_, jobs: list[FetchJob], ssh_home: str) -> None:
+    if not jobs:
+        return
+    upload_tokens(host_, jobs, ssh_home)
+    ok, output = host_.run_shell_command(StringCommand(start_command(jobs)), _sudo=True)
+    if not ok:
+        raise OperationError(f"could not start the fetch jobs: {output.stderr or output.stdout}")
+
+
+def report_earlier(host_, jobs: list[FetchJob]) -> None:
+    """What an earlier run left: jobs still running (attached to), and failures (retried)."""
     units = {job.id: job.unit for job in jobs}
-    for status in read_statuses(host, jobs) if jobs else ():
+    for status in read_statuses(host_, jobs) if jobs else ():
         if status["unit"] in ("active", "activating"):
             logger.info(
-                f"{host.print_prefix}attaching to {units[status['id']]}, still running: "
+                f"{host_.print_prefix}attaching to {units[status['id']]}, still running: "
                 f"{job_line(status, False)}"
             )
         elif status.get("state") == "failed":
             logger.warning(
-                f"{host.print_prefix}the last attempt: {failure_text(status, units[status['id']])}"
-                "\n  retrying now"
+                f"{host_.print_prefix}the last attempt: "
+                f"{failure_text(status, units[status['id']])}\n  retrying now"
             )
-    command = StringCommand(start_command([*serving, *jobs]))
-    ok, output = host.run_shell_command(command, _sudo=True)
-    if not ok:
-        raise OperationError(f"could not start the fetch jobs: {output.stderr or output.stdout}")
+
+
+class Copies:
+    """The copies of a Spark not started yet: each starts once the deploy has read, from
+    the head over SSH, what it is checked against."""
+
+    def __init__(self, state, host_, jobs: list[FetchJob], head: str, ssh_home: str):
+        self.state, self.host, self.head, self.ssh_home = state, host_, head, ssh_home
+        self.waiting = [job for job in jobs if job.kind.startswith("copy-")]
+
+    def start_ready(self) -> list[FetchJob]:
+        if not self.waiting:
+            return []
+        ready = with_digests(self.state.inventory.get_host(self.head), self.waiting)
+        start_jobs(self.host, ready, self.ssh_home)
+        started = {job.id for job in ready}
+        self.waiting = [job for job in self.waiting if job.id not in started]
+        return ready
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [
+            {"id": job.id, "label": job.label, "state": "running", "phase": "waiting",
+             "unit": "inactive"}
+            for job in self.waiting
+        ]  # fmt: skip
+
+
+def _fetch(
+    state,
+    host,
+    jobs: list[FetchJob],
+    timeout: int,
+    serving: list[FetchJob],
+    head: str = "",
+    ssh_home: str = "",
+) -> None:
+    """Report what an earlier run left, start or attach, then watch until every job is done
+    (or one fails, or the wait ends: the jobs go on, the next run attaches). ``serving``
+    jobs are started, not watched; a copy starts once its digests are read from the
+    ``head`` over SSH, and stops waiting when the head failed."""
+    report_earlier(host, jobs)
+    copies = Copies(state, host, jobs, head, ssh_home)
+    started = [job for job in jobs if job not in copies.waiting]
+    start_jobs(host, [*serving, *started], ssh_home)
     if not jobs:
         return
+    units = {job.id: job.unit for job in jobs}
     terminal = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
     shown = 0.0
@@ -255,7 +384,8 @@ def _fetch(
                 f"{head}, which fetches what this Spark copies, failed: see its error; the "
                 f"copies wait for it on this Spark (journalctl -u spark-fetch@*)"
             )
-        statuses = read_statuses(host, jobs)
+        started += copies.start_ready()
+        statuses = [*(read_statuses(host, started) if started else []), *copies.statuses()]
         for status in statuses:  # stopped before it could write a status
             if status.get("state") == "none" and status["unit"] not in ("active", "activating"):
                 status.update(state="failed", error=f"{units[status['id']]} did not start")
@@ -310,7 +440,8 @@ def fetched(
     if not missing and not serving:
         host.noop("every image and model folder is on the Spark")
         return
-    yield FunctionCommand(_fetch, (missing, timeout, list(serving or ()), head), {})
+    arguments = (missing, timeout, list(serving or ()), head)
+    yield FunctionCommand(_fetch, arguments, {"ssh_home": state.ssh_home})
 
 
 @operation()
@@ -337,7 +468,9 @@ def jobs_of(target: Host, group: str = "", home: str = "") -> list[FetchJob]:
     """What a Spark must have: its engine image and its model folders (``group`` owns them,
     ``home`` is the operator's)."""
     plan: EnginePlan | None = target.data.get("engine_plan")
-    return [*([image_job(plan, home)] if plan else []), *model_jobs(target.data.spark, group)]
+    spark: SparkSettings = target.data.spark
+    images = [image_job(plan, home, spark.user)] if plan else []
+    return [*images, *model_jobs(spark, group)]
 
 
 def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
