@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from pyinfra.api import OperationError
-
-from unittest import mock
 
 from sparkdeploy.config.paths import (
     API_KEY_FILE,
