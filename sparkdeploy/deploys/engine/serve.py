@@ -101,6 +101,7 @@ def serving(
     nccl: bool = False,
     keep: Keep | None = None,
     key_file: str = "",
+    container: str = "",
     gpu_with: str = "",
 ):
     """
@@ -122,6 +123,8 @@ def serving(
       healthy, replaced by the last good one when not
     + key_file: the root-only file with the API key the engine requires ("" when none): the
       health check asks with it
+    + container: the container the unit runs in: the health check sends the key only to a
+      port that container's processes hold
     + gpu_with: the GPU service unit the operator handed the GPU to (spark-gpu-switch), ""
       when none: the engine is then left stopped, to start with this run's changes at the
       next `spark-gpu-switch engine`
@@ -144,7 +147,9 @@ def serving(
         host.noop(f"{unit} is enabled and running")
         return
     if health or nccl:
-        words = health_words(unit, port, timeout, nccl=nccl, api=health, key_file=key_file)
+        words = health_words(
+            unit, port, timeout, nccl=nccl, api=health, key_file=key_file, container=container
+        )
         yield FunctionCommand(_check_health, (unit, words), {"nccl": nccl, "keep": keep})
 
 
@@ -308,7 +313,14 @@ def serve_model() -> None:
         key_text = api_key_text(plan.engine, laptop_api_key(spark.engine, os.environ))
         env_changed = differs(plan.api_key_file, key_text) or env_changed
     # What serves now is kept before it changes, when no good configuration is kept yet.
-    words = health_words(plan.unit, plan.port, HEALTH_TIMEOUT, key_file=plan.api_key_file)
+    containers = {service.unit: service.container for service in plan.services}
+    words = health_words(
+        plan.unit,
+        plan.port,
+        HEALTH_TIMEOUT,
+        key_file=plan.api_key_file,
+        container=containers.get(plan.unit, ""),
+    )
     keep = keep_of(plan, words)
     kept_before_change(
         name="Keep the configuration that serves now as the last good one",
@@ -372,5 +384,6 @@ def serve_model() -> None:
             nccl=plan.nodes > 1 and service.role == "server",
             keep=keep if service.unit == plan.unit else None,
             key_file=plan.api_key_file if service.serves_api else "",
+            container=service.container,
             gpu_with=gpu_with,
         )

@@ -116,11 +116,14 @@ def health_words(
     nccl: bool = False,
     api: bool = True,
     key_file: str = "",
+    container: str = "",
 ) -> list[str]:
     """The arguments of spark-engine-health for one unit: its API on ``port`` (``api``),
-    asked with the API key in ``key_file`` when the engine requires one, and, on a rank of a
-    multi-node engine (``nccl``), NCCL's network in its journal."""
+    asked with the API key in ``key_file`` when the engine requires one (sent only to a port
+    the engine's ``container`` holds), and, on a rank of a multi-node engine (``nccl``),
+    NCCL's network in its journal."""
     words = ["--port", str(port)] if api else ["--no-api"]
-    words += ["--key-file", key_file] if api and key_file else []
+    if api and key_file:
+        words += ["--key-file", key_file, "--container", container or unit.removesuffix(".service")]
     words += ["--nccl"] if nccl else []
     return [*words, "--unit", unit, "--timeout", str(timeout)]
