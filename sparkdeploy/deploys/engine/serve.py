@@ -39,7 +39,7 @@ from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
 from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
-from sparkdeploy.escape import shell
+from sparkdeploy.escape import redact_lines, shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
@@ -57,13 +57,14 @@ def _check_health(
     one, and one that fails is replaced by the last good one, which must then pass."""
     ok, output = host.run_shell_command(StringCommand(ENGINE_HEALTH, *words), _sudo=True)
     if not ok:
-        found = diagnose(output.output)
+        shown = "\n".join(redact_lines(output.output.splitlines()))  # the journal's lines
+        found = diagnose(shown)
         known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
             "\n  no known GB10 failure signature matched; the journal lines are above"
         )
         why = found[0].signature.id if found else "not healthy"
         back = _roll_back(host, keep, why) if keep else ""
-        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}{back}")
+        raise OperationError(f"{unit} did not become healthy:\n{shown}{known}{back}")
     said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
     for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
         logger.info(f"{host.print_prefix}{line}")
@@ -87,7 +88,8 @@ def _roll_back(host, keep: Keep, why: str) -> str:
         )
     if "nothing to go back to" in output.stdout:
         return "\nNo earlier configuration passed a health check on this Spark: nothing to roll back to."
-    return f"\nRolling back did not help: the last good configuration failed too:\n{output.output}"
+    said = "\n".join(redact_lines(output.output.splitlines()))
+    return f"\nRolling back did not help: the last good configuration failed too:\n{said}"
 
 
 @operation()
