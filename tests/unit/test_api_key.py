@@ -18,6 +18,7 @@ from sparkdeploy.config.paths import API_KEY_MOUNT, managed_files
 from sparkdeploy.deploys.engine.serve import api_key_text
 from sparkdeploy.deploys.engine.units import health_words, unit_text
 from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.inventory import Inventory, build_inventory
 from tests.twins import harness
 from tests.unit.test_fabric import load_health
@@ -231,4 +232,21 @@ def test_a_key_in_the_journal_it_prints_is_hidden(monkeypatch):
     assert (
         health.hidden(line)
         == "server_args=ServerArgs(host='0.0.0.0', api_key='<redacted>', port=30000)"
+    )
+
+
+def test_the_container_environment_is_root_only():
+    from sparkdeploy.config.paths import CONTAINER_ENV
+    from sparkdeploy.deploys.managed import managed_file
+    from tests.unit.operations import given, host_state, run, spark
+
+    host = spark(model_repo="org/model", engine={"name": "sglang"})
+    path = CONTAINER_ENV.format(name="spark-engine-sglang")
+    files = managed_files(host.data.spark, host.data.engine_plan)
+    assert (files[path].mode, files[path].owner) == ("600", "root")
+    given(host, SparkHostState, host_state(files={}))
+    commands = run(managed_file, host, path=path, content="A=1\n").commands
+    assert (
+        f"chown root:root {path}.spark-deploy-new && chmod 600 {path}.spark-deploy-new"
+        in (commands[-1])
     )

@@ -24,6 +24,7 @@ from sparkdeploy.config.paths import (
     ENGINE_UNIT,
     IMAGE_READINGS,
     LINK_TEST,
+    MANAGED_HEADER,
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
@@ -226,11 +227,22 @@ def leaving_ray(plan: EnginePlan, paths: list[str]) -> str:
     )
 
 
+def foreign_files_notice(paths: list[str]) -> str:
+    """What to tell the operator of files with the deploy's names that it did not write."""
+    return (
+        f"left in place: {', '.join(paths)}: named like the deploy's engine files, but not "
+        f"written by it (no '{MANAGED_HEADER}' first line), so never retired; rename it to "
+        "avoid the confusion"
+    )
+
+
 @operation()
 def retired(paths: list[str]):
     """
     Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
-    plans, stopping and disabling a unit and removing its container first.
+    plans, stopping and disabling a unit and removing its container first. The host-state
+    fact lists as the deploy's only the files in shared folders whose first line is its
+    header (config/paths.py MANAGED_HEADER): an admin's own file is never among ``paths``.
 
     + paths: the unit, sudoers and Prometheus files to remove
 
@@ -295,6 +307,8 @@ def serve_model() -> None:
     leaving = sorted(path for path in state.owned if path not in planned)
     if plan is not None and leaving and (notice := leaving_ray(plan, leaving)):
         notices.add(host.name, notice, logging.INFO)
+    if admins := sorted(path for path in state.foreign if path not in planned):
+        notices.add(host.name, foreign_files_notice(admins), logging.INFO)
     retired(name="Retire engine files no longer planned", paths=leaving)
     if plan is None:
         return
