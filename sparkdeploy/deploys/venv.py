@@ -20,9 +20,10 @@ def venv_commands(venv: str, packages: list[str]) -> list[str]:
     """The commands that make ``venv`` afresh with ``packages`` (python3-venv first, when
     the Spark lacks it)."""
     commands = [] if "python3-venv" in host_state().packages else [PYTHON3_VENV]
+    # python3 -I: root's python never imports from the cwd or PYTHON* variables (issue 22).
     return [
         *commands,
-        f"rm -rf {venv} && python3 -m venv {venv} && "
+        f"rm -rf {venv} && python3 -I -m venv {venv} && "
         f"{venv}/bin/pip install --quiet --disable-pip-version-check "
         + " ".join(shell(package) for package in packages),
     ]

@@ -61,7 +61,7 @@ def test_the_venv_is_made_beside_the_old_and_swapped_in_whole():
     outcome = with_mcp(mcp_venv, {"venv": "mcp==2.2.0"}, packages=PACKAGES)
     venv = "/opt/spark-deploy/mcp/venv"
     assert outcome.commands == [
-        f"rm -rf {venv}.new && python3 -m venv {venv}.new && {venv}.new/bin/pip install "
+        f"rm -rf {venv}.new && python3 -I -m venv {venv}.new && {venv}.new/bin/pip install "
         "--quiet --disable-pip-version-check " + " ".join(PACKAGES),
         f"printf '%s\\n' '{' '.join(PACKAGES)}' > {venv}.new/spark-deploy.requirements && "
         f"rm -rf {venv} && mv {venv}.new {venv}",

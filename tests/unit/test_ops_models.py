@@ -59,7 +59,7 @@ def hf_cli_with(installed: str, packages: dict[str, str], version: str = "2.4.0"
 
 def install_hf(version: str) -> str:
     return (
-        f"python3 -m venv {HF_CLI_VENV} && {HF_CLI_VENV}/bin/pip install --quiet "
+        f"python3 -I -m venv {HF_CLI_VENV} && {HF_CLI_VENV}/bin/pip install --quiet "
         f"--disable-pip-version-check huggingface_hub=={version} && "
         f"ln -sfn {HF_CLI_VENV}/bin/hf /usr/local/bin/hf"
     )

@@ -31,7 +31,8 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
     (allowed options only, one ``--option=value`` word each), the image, then the service's
     command.
     """
-    words = [DOCKER, *gpu_container(service.container), *plan.rdma_args]
+    words = [DOCKER, *gpu_container(service.container, docker_args=plan.docker_args)]
+    words += plan.rdma_args
     for env_file in env_files:
         words += ["--env-file", env_file]
     for folder in plan.mounts:

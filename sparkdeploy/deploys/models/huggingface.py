@@ -71,7 +71,7 @@ def hf_cli(version: str, venv: str = HF_CLI_VENV):
     if "python3-venv" not in state.packages:
         yield PYTHON3_VENV
     yield (
-        f"python3 -m venv {venv} && "
+        f"python3 -I -m venv {venv} && "
         f"{venv}/bin/pip install --quiet --disable-pip-version-check "
         f"huggingface_hub=={version} && ln -sfn {venv}/bin/hf /usr/local/bin/hf"
     )
