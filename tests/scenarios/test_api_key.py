@@ -131,7 +131,7 @@ class TestApiKey:
 
     def test_a_local_user_holding_the_port_never_gets_the_key(self, scenario):
         twin = scenario.twins["key"]
-        twin.exec(f"systemctl stop {UNIT}")
+        twin.exec(f"systemctl stop {UNIT}", check=False)  # not there yet when run alone
         twin.exec(f"cat > {STRANGER} && rm -f {HEARD} {PID}", input=STRANGER_CODE)
         twin.exec(f"su spark -s /bin/sh -c 'setsid -f python3 {STRANGER} >/dev/null 2>&1'")
         twin.exec(
@@ -146,8 +146,11 @@ class TestApiKey:
         assert run.returncode != 0
         said = run.stdout + run.stderr
         assert "port 30000 is held by a process outside the engine's container" in said, said
-        assert f"user spark command 'python3 {STRANGER}'" in said
-        assert "the API key was not sent to it" in said
+        # Named by pid and command where root may read the holder's fds (a Spark); by user
+        # alone in a twin, whose root lacks CAP_SYS_PTRACE.
+        named = (f"user spark command 'python3 {STRANGER}'", "a socket of user spark whose")
+        assert any(name in said for name in named), said[-3000:]
+        assert "the API key was not sent to it" in said, said[-3000:]
         assert KEY not in said and KEY not in heard and "Authorization" not in heard
         # With the port free again, the engine serves and the check passes with the key.
         run = scenario.deploy(env=ENV)

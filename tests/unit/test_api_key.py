@@ -214,7 +214,7 @@ def test_a_descendant_of_the_containers_process_is_the_engine(tmp_path, stranger
     health = load_health()
     monkeypatch.setattr(health, "container_of", lambda name: (os.getppid(), "c" * 64))
     assert health.engine_holds(stranger, "e") is True  # this process is the parent's child
-    assert health.listeners(stranger) == [(os.getpid(), health.command(os.getpid()))]
+    assert health.listeners(stranger) == [(os.getpid(), os.getuid(), health.command(os.getpid()))]
 
 
 def test_no_listener_no_key_and_no_container_needs_no_check(monkeypatch):
@@ -250,3 +250,11 @@ def test_the_container_environment_is_root_only():
         f"chown root:root {path}.spark-deploy-new && chmod 600 {path}.spark-deploy-new"
         in (commands[-1])
     )
+
+
+def test_a_socket_whose_holder_cannot_be_read_is_a_strangers(monkeypatch):
+    health = load_health()
+    monkeypatch.setattr(health, "listeners", lambda port: [(None, os.getuid(), "")])
+    monkeypatch.setattr(health, "container_of", lambda name: (os.getpid(), "c" * 64))
+    with pytest.raises(health.ForeignListener, match=r"a socket of user \S+ whose process could"):
+        health.engine_holds(30000, "e")
