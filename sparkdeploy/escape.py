@@ -15,6 +15,8 @@ all is ``config/values.py``; this is the last guard, where the text is written.
 - ``docker_env``: a value in a file read only by ``docker --env-file``, which takes the rest
   of the line as it is: anything but a line break.
 - ``sudoers_user``: a user name in a sudoers rule; only plain user names pass.
+- ``redact`` / ``redact_lines``: a log line as a reader other than root may see it (the MCP
+  server's answers, diagnose.py, the deploy's output): every secret in it replaced.
 """
 
 from __future__ import annotations
@@ -103,3 +105,73 @@ FILTERS = {
     "docker_env": docker_env,
     "sudoers_user": sudoers_user,
 }
+
+
+# --- secrets in log lines -------------------------------------------------------------------
+
+REDACTED = "<redacted>"
+# A name that says its value is a secret: api_key, api-key, hf_token, HF_TOKEN, access_token,
+# password, secret, authorization, any *_key/-key (AWS_SECRET_ACCESS_KEY, private_key). Whole
+# words, so max_tokens, tokenizer and token_budget are not.
+_NAME = (
+    r"(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[_-])*"
+    r"(?:api[_-]?keys?|[A-Za-z0-9]+[_-]key|token|password|passwd|secret|authorization)"
+    r"(?![A-Za-z0-9_])"
+)
+# NAME=VALUE, NAME: VALUE, 'NAME': VALUE as engines log them: SGLang's
+# `server_args=ServerArgs(... api_key='K' ...)`, vLLM's `non-default args: {'api_key': ['K']}`
+# and `Namespace(... api_key='K')`, `hf_token=K`, `Authorization: K`, a YAML `api-key: 'K'`.
+NAMED_SECRET = re.compile(
+    rf"(?P<name>['\"]?{_NAME}['\"]?\s*[:=]\s*)"
+    r"(?P<value>\[[^\]]*\]|'[^']*'|\"[^\"]*\"|[^\s,;)}\]]+)",
+    re.IGNORECASE,
+)
+# --api-key K, --hf-token K on a logged command line.
+SECRET_FLAG = re.compile(rf"(?P<name>--{_NAME}\s+)(?P<value>[^\s-]\S*)", re.IGNORECASE)
+# Values no name announces: what config/values.py refuses in an inventory (Hugging Face,
+# OpenAI-style, GitHub, Slack, AWS, bearer headers, JWTs), NGC keys and PEM private keys.
+SECRET_SHAPE = re.compile(
+    r"hf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*|\bnvapi-[A-Za-z0-9_-]{20,}",
+    re.IGNORECASE,
+)
+BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Token)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+# Values that name no secret and help a diagnosis: left as they are.
+_NOT_SECRET = frozenset(
+    {"none", "null", "true", "false", "''", '""', "[]", "<redacted>", "'<redacted>'"}
+)
+
+
+def _named(match: re.Match[str]) -> str:
+    value = match.group("value")
+    bare = value.strip("'\"").lower()
+    if value.lower() in _NOT_SECRET or bare.split(" ")[0] in ("bearer", "basic", "token"):
+        return match.group(0)
+    quote = value[0] if value[0] in "'\"" else ""
+    return f"{match.group('name')}{quote}{REDACTED}{quote}"
+
+
+def redact(line: str) -> str:
+    """``line`` with every secret in it replaced by ``<redacted>``: values under a secret's
+    name (``api_key='K'``, ``'api_key': ['K']``, ``--api-key K``, ``Authorization: Bearer K``)
+    and values shaped like a token wherever they are."""
+    text = BEARER.sub(lambda m: f"{m.group('scheme')} {REDACTED}", line)
+    text = NAMED_SECRET.sub(_named, text)
+    text = SECRET_FLAG.sub(lambda m: f"{m.group('name')}{REDACTED}", text)
+    return SECRET_SHAPE.sub(REDACTED, text)
+
+
+def redact_lines(lines: list[str] | tuple[str, ...]) -> list[str]:
+    """Each line ``redact``-ed, and a PEM private key's lines hidden whole."""
+    shown: list[str] = []
+    inside = False
+    for line in lines:
+        if PEM_BEGIN.search(line):
+            inside = True
+        shown.append(REDACTED if inside else redact(line))
+        if inside and PEM_END.search(line):
+            inside = False
+    return shown

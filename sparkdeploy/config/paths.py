@@ -95,7 +95,7 @@ ROLLBACK_BIN = "/usr/local/sbin/spark-engine-rollback"
 ROLLBACK_STATE = "/var/lib/spark-deploy/rollback"
 ROLLBACK_KEPT = ROLLBACK_STATE + "/last-good/manifest.json"
 OOM_DROP_IN = SYSTEMD_DIR + "/{unit}.d/spark-deploy-oom.conf"
-CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file
+CONTAINER_ENV = "/etc/spark-deploy/{name}.env"  # an engine container's --env-file, 0600 root
 # The API key the engine requires (engine.api_key_env), root-only: vLLM reads VLLM_API_KEY
 # from it as a second --env-file (.key.env), SGLang its api-key from it as its --config YAML
 # (.key.yaml), mounted read-only at API_KEY_MOUNT. The health check reads it under sudo.
@@ -111,7 +111,13 @@ PROMETHEUS_SCRAPE = PROMETHEUS_DIR + "/{name}.scrape.yml"
 # the mods in mods/, which the container sees read-only at MODS_MOUNT.
 ENGINE_FILES_DIR = "/var/lib/spark-deploy/engine-files/{name}"
 MODS_MOUNT = "/opt/spark-deploy/mods"
-# Engine files the deploy wrote in an earlier run: retired when no longer planned.
+# Engine files the deploy wrote in an earlier run: retired when no longer planned. In the
+# folders an admin shares with the deploy (sudoers.d, systemd's units) a file is the deploy's
+# only when its first line is the header its templates write (MANAGED_HEADER): an admin's own
+# /etc/sudoers.d/spark-deploy-mine is left alone (issue 22). The other globs are in folders
+# only the deploy writes.
+MANAGED_HEADER = "# Managed by spark-deploy"
+SHARED_FOLDERS = ("/etc/sudoers.d/", SYSTEMD_DIR + "/")
 ENGINE_FILE_GLOBS = (
     SYSTEMD_DIR + "/spark-engine-*.service",
     SYSTEMD_DIR + "/spark-gpu-*.service",
@@ -249,7 +255,9 @@ def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
     file per service, and the Prometheus files when the plan writes alerts."""
     if plan is None:
         return []
-    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name))]
+    # The container environment is root's alone (docker reads it as root): engine.env may
+    # hold values other local users must not read (issue 22).
+    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name), mode="600")]
     for service in plan.services:
         files += [
             ManagedFile(ENGINE_UNIT.format(unit=service.unit)),

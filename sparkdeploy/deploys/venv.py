@@ -43,7 +43,7 @@ def venv_commands(venv: str, lock: Lock) -> list[str | FileUploadCommand]:
     staged = f"{venv}/{LOCK_STAMP}.new"
     return [
         *commands,
-        f"rm -rf {venv} && python3 -m venv {venv}",
+        f"rm -rf {venv} && python3 -I -m venv {venv}",
         FileUploadCommand(StringIO(lock.text), staged),
         f"{pip_install(venv, staged)} && mv -f {staged} {venv}/{LOCK_STAMP}",
     ]

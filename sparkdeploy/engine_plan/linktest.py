@@ -61,7 +61,7 @@ def link_test_run(plan: EnginePlan, place: Place, spark: SparkSettings) -> LinkT
     host network and IPC, its environment files, its RDMA options and allowed docker
     options), the script mounted read-only at its own path, python3 in place of the image's
     entrypoint, the rendezvous variables last so they win over the environment files."""
-    words = ["docker", *gpu_container(CONTAINER), "--rm"]
+    words = ["docker", *gpu_container(CONTAINER, docker_args=plan.docker_args), "--rm"]
     for env_file in env_files(plan, place):
         words += ["--env-file", env_file]
     options = rdma_options(plan)

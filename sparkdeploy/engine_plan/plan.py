@@ -29,7 +29,11 @@ from sparkdeploy.engine_plan.effective import (
     speculative_on,
 )
 from sparkdeploy.engine_plan.rules import check_rules, judge
-from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
+from sparkdeploy.knowledge.docker_options import (
+    docker_words,
+    hardening_words,
+    parse_docker_args,
+)
 from sparkdeploy.knowledge.fabric import rdma_options
 from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
 from sparkdeploy.knowledge.images import describe_image, server_command
@@ -109,14 +113,19 @@ def launch_of(settings: EngineSettings) -> Launch:
     return Launch(mode=mode, server=server_command(settings.name), wrapper=info.wrapper)
 
 
-def gpu_container(container: str, pull: str = "never") -> list[str]:
+def gpu_container(
+    container: str, pull: str = "never", docker_args: tuple[str, ...] = ()
+) -> list[str]:
     """The `docker run` options of every GPU container the deploy runs (the engine's, the link
     test's, the GPU services'): the image already on the Spark (spark-fetch put it there; a
     pull at start would race the start timeout; a GPU service's image, which the fetch does
-    not bring, is pulled when missing), every GPU, the host's network and IPC."""
+    not bring, is pulled when missing), every GPU, the host's network and IPC, and the
+    hardening of knowledge/docker_options.yaml (no NET_RAW, no new privileges) unless the
+    engine's ``docker_args`` say otherwise."""
     return [
         "run", "--pull", pull, "--name", container,
         "--gpus", "all", "--network", "host", "--ipc", "host",
+        *hardening_words(docker_args),
     ]  # fmt: skip
 
 

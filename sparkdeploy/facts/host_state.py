@@ -21,6 +21,7 @@ from sparkdeploy.config.paths import (
     HF_CLI_VENV,
     HOME,
     IMAGE_READINGS,
+    MANAGED_HEADER,
     MCP_CONTEXT,
     MCP_DIR,
     MCP_LIB,
@@ -29,6 +30,7 @@ from sparkdeploy.config.paths import (
     MCP_USER,
     MCP_VENV,
     ROLLBACK_KEPT,
+    SHARED_FOLDERS,
     managed_files,
 )
 from sparkdeploy.escape import shell
@@ -57,6 +59,9 @@ class HostState:
     models: dict[str, dict]  # model folder -> model_check.py result
     units: dict[str, tuple[str, str]]  # unit -> (is-active, is-enabled)
     owned: frozenset[str]  # engine units, sudoers and Prometheus files the deploy wrote earlier
+    # Files matching those names in shared folders that the deploy did not write (no managed
+    # header on their first line): an admin's own, never removed.
+    foreign: frozenset[str] = frozenset()
     image_id: str = ""  # ID of the engine image on the Spark, "" when it is not there
     image_reading: dict | None = None  # what spark-fetch read from that image, once per ID
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
@@ -150,6 +155,7 @@ class SparkHostState(FactBase):
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
         owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
+        foreign /etc/sudoers.d/spark-deploy-admin
         image sha256:9f2a6c1e0b7d4c5a8e3f1b2d6c7a8e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9
         reading {"id": "sha256:9f2a...", "engine": "sglang", "release": "0.5.10", "ray": false, "flags": ["--port"]}
         kept 1
@@ -198,7 +204,11 @@ class SparkHostState(FactBase):
                 *(
                     [
                         f"for f in {' '.join(owned_globs)}; do"
-                        ' [ ! -e "$f" ] || printf "owned %s\\n" "$f"; done'
+                        ' [ -e "$f" ] || continue; case "$f" in'
+                        f" {'|'.join(folder + '*' for folder in SHARED_FOLDERS)})"
+                        f' head -n 1 "$f" | grep -qF {shell(MANAGED_HEADER)}'
+                        ' || { printf "foreign %s\\n" "$f"; continue; };; esac;'
+                        ' printf "owned %s\\n" "$f"; done'
                     ]
                     if owned_globs
                     else []
@@ -225,7 +235,7 @@ class SparkHostState(FactBase):
                 *FABRIC_LINES,
                 *(
                     [
-                        f"python3 -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
+                        f"python3 -I -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
                         " | sed 's/^/model /'"
                     ]
                     if models
@@ -241,6 +251,7 @@ class SparkHostState(FactBase):
         models: dict[str, dict] = {}
         units: dict[str, tuple[str, str]] = {}
         owned: set[str] = set()
+        foreign: set[str] = set()
         reading: dict | None = None
         mcp: dict[str, str] = {}
         fabric: dict[str, str] = {}
@@ -258,6 +269,8 @@ class SparkHostState(FactBase):
                 units[fields[0]] = (fields[1], fields[2])
             elif kind == "owned" and fields:
                 owned.add(fields[0])
+            elif kind == "foreign" and fields:
+                foreign.add(fields[0])
             elif kind in ("mcp", "fabric"):
                 key, _, value = rest.partition(" ")
                 (mcp if kind == "mcp" else fabric)[key] = value.strip()
@@ -281,6 +294,7 @@ class SparkHostState(FactBase):
             models=models,
             units=units,
             owned=frozenset(owned),
+            foreign=frozenset(foreign),
             image_id="" if values.get("image", "-") == "-" else values["image"],
             image_reading=reading,
             kept=values.get("kept") == "1",

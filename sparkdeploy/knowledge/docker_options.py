@@ -145,3 +145,20 @@ def parse_docker_args(
 def docker_words(options: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:
     """The options as `docker run` words, one word each (``--opt=value``)."""
     return tuple(name if value is None else f"{name}={value}" for name, value in options)
+
+
+@lru_cache(maxsize=1)
+def _hardening() -> dict[str, tuple[str, ...]]:
+    return {word: tuple(entry["unless"]) for word, entry in _table()["hardening"].items()}
+
+
+def hardening_words(docker_args: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """What every GPU container the deploy runs gets to narrow what it can do
+    (docker_options.yaml ``hardening``: --cap-drop=NET_RAW, no-new-privileges), less what
+    ``docker_args`` (engine.docker_args as ``docker_words`` writes them) says otherwise:
+    --privileged, or the same option of its own."""
+    return tuple(
+        word
+        for word, unless in _hardening().items()
+        if not any(arg in unless for arg in docker_args)
+    )

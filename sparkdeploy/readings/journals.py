@@ -4,6 +4,9 @@ read them and their parsers. ``facts/journals.py`` runs them over SSH as facts; 
 server (``agent/``) runs them on the Spark.
 
 Their sample output is in the docstrings of the facts that run them (``facts/journals.py``).
+Every line they return is redacted (``escape.redact_lines``): engines log their arguments,
+API key included (SGLang's ``server_args=ServerArgs(... api_key='...')``), and these lines go
+to the MCP server's callers and the laptop's terminal.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sparkdeploy.escape import shell
+from sparkdeploy.escape import redact_lines, shell
 
 JOURNAL_MARK = "@@spark-deploy@@"  # starts the command's own lines; journal lines never do
 UNIT_PROPERTIES = (
@@ -79,7 +82,10 @@ def parse_units(output: list[str]) -> list[UnitJournal]:
             found[-1][1][key] = value.strip()
         elif found:
             found[-1][2].append(line)
-    return [UnitJournal(unit, properties, tuple(lines)) for unit, properties, lines in found]
+    return [
+        UnitJournal(unit, properties, tuple(redact_lines(lines)))
+        for unit, properties, lines in found
+    ]
 
 
 # The boots whose kernel log is read: a wedged Spark is power-cycled, so what the driver
@@ -134,7 +140,7 @@ def parse_kernel(output: list[str]) -> list[BootLog]:
             found.append((line[len(JOURNAL_MARK) + 6 :].strip(), []))
         elif found:
             found[-1][1].append(line)
-    return [BootLog(boot, tuple(lines)) for boot, lines in found]
+    return [BootLog(boot, tuple(redact_lines(lines))) for boot, lines in found]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from tests.scenarios.conftest import assert_idempotent
-from tests.scenarios.test_engine import TOKEN_ENV, UNIT, UNIT_FILE
+from tests.scenarios.test_engine import TOKEN_ENV, UNIT, UNIT_FILE, state
 from tests.scenarios.test_status import run_status, table
 from tests.twins import harness
 
@@ -22,6 +22,30 @@ HOLDERS = (
     f"grep -rlF -- {KEY} /etc /var /opt /home /tmp /run /root /usr/local 2>/dev/null"
     " | xargs -r stat -c '%n %a %U'"
 )
+
+
+ENV_FILE = "/etc/spark-deploy/spark-engine-sglang.env"
+CONTAINER = "spark-engine-sglang"
+# A local user's server on the engine port (issue 22, "Keys given away"): it answers like an
+# engine and keeps every request it hears, headers included, in HEARD.
+STRANGER = "/tmp/stranger.py"
+HEARD = "/tmp/stranger.heard"
+PID = "/tmp/stranger.pid"
+STRANGER_CODE = f"""
+import http.server, json, os
+open({PID!r}, "w").write(str(os.getpid()))
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open({HEARD!r}, "a") as heard:
+            heard.write(self.requestline + "\\n" + str(self.headers))
+        body = json.dumps({{"data": [{{"id": "m"}}]}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_POST = do_GET
+http.server.ThreadingHTTPServer(("0.0.0.0", 30000), Handler).serve_forever()
+"""
 
 
 def ask(
@@ -94,3 +118,42 @@ class TestApiKey:
     def test_status_reads_the_refusal_as_up(self, scenario):
         [(state, detail)] = table(run_status(scenario, ("key",), env=ENV))["key"]["engine"]
         assert state == "ok" and "requires its API key" in detail, detail
+
+    def test_the_env_and_key_files_are_root_only_and_the_container_hardened(self, scenario):
+        twin = scenario.twins["key"]
+        for path in (ENV_FILE, KEY_FILE):
+            assert twin.exec(f"stat -c '%a %U %G' {path}").stdout.split() == ["600", "root", "root"]
+            refused = twin.exec(f"sudo -u nobody cat {path}", check=False)
+            assert refused.returncode != 0 and "Permission denied" in refused.stderr, path
+        [inspected] = json.loads(twin.exec(f"docker inspect {CONTAINER}").stdout)
+        assert inspected["HostConfig"]["CapDrop"] == ["NET_RAW"]
+        assert inspected["HostConfig"]["SecurityOpt"] == ["no-new-privileges"]
+
+    def test_a_local_user_holding_the_port_never_gets_the_key(self, scenario):
+        twin = scenario.twins["key"]
+        twin.exec(f"systemctl stop {UNIT}", check=False)  # not there yet when run alone
+        twin.exec(f"cat > {STRANGER} && rm -f {HEARD} {PID}", input=STRANGER_CODE)
+        twin.exec(f"su spark -s /bin/sh -c 'setsid -f python3 {STRANGER} >/dev/null 2>&1'")
+        twin.exec(
+            "for i in $(seq 50); do ss -Hltn 'sport = :30000' | grep -q . && exit 0;"
+            " sleep 0.2; done; exit 1"
+        )
+        try:
+            run = scenario.deploy(env=ENV)
+            heard = twin.read(HEARD) or ""
+        finally:
+            twin.exec(f'kill "$(cat {PID})"', check=False)
+        assert run.returncode != 0
+        said = run.stdout + run.stderr
+        assert "port 30000 is held by a process outside the engine's container" in said, said
+        # Named by pid and command where root may read the holder's fds (a Spark); by user
+        # alone in a twin, whose root lacks CAP_SYS_PTRACE.
+        named = (f"user spark command 'python3 {STRANGER}'", "a socket of user spark whose")
+        assert any(name in said for name in named), said[-3000:]
+        assert "the API key was not sent to it" in said, said[-3000:]
+        assert KEY not in said and KEY not in heard and "Authorization" not in heard
+        # With the port free again, the engine serves and the check passes with the key.
+        run = scenario.deploy(env=ENV)
+        assert run.returncode == 0, run.explain()
+        assert state(twin, UNIT) == "active"
+        assert ask(twin, "/v1/models", KEY)[0] == 200

@@ -109,6 +109,37 @@ def test_diagnose_bounds_the_lines_it_reads():
     assert f"journalctl -u {UNIT} -n 5000 " in asked(made).commands[0]
 
 
+KEY = "k3y-0123456789abcdef0123456789abcdef"
+# What the engines log at start (issue 22: returned as they were to any local process):
+# SGLang's server_args, vLLM's non-default args and Namespace, a crash dumping a request.
+LOGGED_KEYS = [
+    f"[2026-03-23 10:12:05] server_args=ServerArgs(model_path='/opt/models/Qwen3-8B', "
+    f"api_key='{KEY}', hf_token='hf_{'a' * 34}', port=30000, max_total_tokens=4096)",
+    f"(APIServer pid=7) INFO 03-23 10:12:05 [utils.py:253] non-default args: "
+    f"{{'model': '/opt/models/x', 'api_key': ['{KEY}'], 'port': 8000}}",
+    f"args: Namespace(host='127.0.0.1', api_key=\"{KEY}\", hf_token=None)",
+    f"headers: {{'Authorization': 'Bearer {KEY}'}} NGC key nvapi-{'b' * 40}",
+]
+
+
+def test_diagnose_never_answers_a_secret_the_engine_logged():
+    output = facts_output(
+        (
+            UNIT,
+            FAILED,
+            "\n".join([journal("sglang-flashinfer-invalid-device-function"), *LOGGED_KEYS]),
+        )
+    )
+    output += [
+        f"{JOURNAL_MARK} boot current boot",
+        f"2026-03-23T10:12:05+00:00 s kernel: token={KEY}",
+    ]
+    answer = json.dumps(tools(output).diagnose(UNIT, lines=5000))
+    assert KEY not in answer and "hf_aaaa" not in answer and "nvapi-bbbb" not in answer
+    assert "api_key='<redacted>'" in answer and "'api_key': <redacted>" in answer
+    assert "Bearer <redacted>" in answer and "hf_token=None" in answer
+
+
 # -- explain_rule ------------------------------------------------------------------------------
 
 

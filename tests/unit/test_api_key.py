@@ -4,7 +4,12 @@ with it."""
 
 from __future__ import annotations
 
-from typing import Any
+import http.server
+import json
+import os
+import pwd
+import threading
+from typing import Any, ClassVar
 
 import pytest
 
@@ -13,6 +18,7 @@ from sparkdeploy.config.paths import API_KEY_MOUNT, managed_files
 from sparkdeploy.deploys.engine.serve import api_key_text
 from sparkdeploy.deploys.engine.units import health_words, unit_text
 from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.inventory import Inventory, build_inventory
 from tests.twins import harness
 from tests.unit.test_fabric import load_health
@@ -125,12 +131,15 @@ def test_the_key_on_the_command_line_is_refused():
     assert "--api-key: carries a secret" in message
 
 
-def test_the_health_check_asks_with_the_key_file():
+def test_the_health_check_asks_with_the_key_file_of_the_units_container():
+    # The container is named since the key goes only to a port it holds (issue 22).
     words = health_words("u.service", 8000, 60, key_file="/etc/spark-deploy/x.key.env")
     assert words == [
-        "--port", "8000", "--key-file", "/etc/spark-deploy/x.key.env",
+        "--port", "8000", "--key-file", "/etc/spark-deploy/x.key.env", "--container", "u",
         "--unit", "u.service", "--timeout", "60",
     ]  # fmt: skip
+    named = health_words("w.service", 8000, 60, key_file="/k", container="spark-ray-head")
+    assert named[named.index("--container") + 1] == "spark-ray-head"
     assert "--key-file" not in health_words("u.service", 8000, 60, api=False, nccl=True)
 
 
@@ -142,3 +151,110 @@ def test_the_health_check_reads_either_key_file(tmp_path, engine, text):
     path.write_text(api_key_text(engine, KEY))
     assert path.read_text() == text
     assert load_health().read_key(str(path)) == KEY
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """A stranger's server on the engine port: answers like an engine, keeps every header."""
+
+    heard: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 -- http.server's name
+        type(self).heard.append(str(self.headers))
+        body = json.dumps({"data": [{"id": "m"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stranger():
+    """A server listening on a free loopback port in this process (the stranger)."""
+    Recorder.heard = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def key_file(tmp_path) -> str:
+    path = tmp_path / "key"
+    path.write_text(api_key_text("vllm", KEY))
+    return str(path)
+
+
+def test_the_key_never_goes_to_a_port_a_stranger_holds(tmp_path, stranger, monkeypatch, capsys):
+    health = load_health()
+    # The engine's container runs (pid 1 is no ancestor of this test's server: a stranger).
+    monkeypatch.setattr(health, "container_of", lambda name: (2**22 + 7, "c" * 64))
+    argv = ["--port", str(stranger), "--key-file", key_file(tmp_path), "--container", "e"]
+    assert health.main([*argv, "--timeout", "5", "--interval", "0.1"]) == 1
+    assert Recorder.heard == []  # not even a request without the key reached it
+    said = capsys.readouterr().err
+    assert f"port {stranger} is held by a process outside the engine's container e" in said
+    assert f"pid {os.getpid()} user {pwd.getpwuid(os.getuid()).pw_name}" in said
+    assert "the API key was not sent to it" in said and KEY not in said
+
+
+def test_the_key_goes_to_a_port_the_engines_container_holds(tmp_path, stranger, monkeypatch):
+    health = load_health()
+    # This process is the container's main process, or its cgroup names the container's ID.
+    monkeypatch.setattr(health, "container_of", lambda name: (os.getpid(), "c" * 64))
+    argv = ["--port", str(stranger), "--key-file", key_file(tmp_path), "--container", "e"]
+    health.main([*argv, "--timeout", "5", "--interval", "0.1"])  # no chat answer: fails later
+    assert Recorder.heard and all(f"Bearer {KEY}" in heard for heard in Recorder.heard)
+
+
+def test_a_descendant_of_the_containers_process_is_the_engine(tmp_path, stranger, monkeypatch):
+    health = load_health()
+    monkeypatch.setattr(health, "container_of", lambda name: (os.getppid(), "c" * 64))
+    assert health.engine_holds(stranger, "e") is True  # this process is the parent's child
+    assert health.listeners(stranger) == [(os.getpid(), os.getuid(), health.command(os.getpid()))]
+
+
+def test_no_listener_no_key_and_no_container_needs_no_check(monkeypatch):
+    health = load_health()
+    monkeypatch.setattr(health, "listeners", lambda port: [])
+    assert health.engine_holds(1, "e") is False
+    with pytest.raises(SystemExit):
+        health.main(["--port", "1", "--key-file", "/k"])  # the key needs --container
+
+
+def test_a_key_in_the_journal_it_prints_is_hidden(monkeypatch):
+    health = load_health()
+    monkeypatch.setitem(health.KEY, "key", KEY)
+    line = f"server_args=ServerArgs(host='0.0.0.0', api_key='{KEY}', port=30000)"
+    assert (
+        health.hidden(line)
+        == "server_args=ServerArgs(host='0.0.0.0', api_key='<redacted>', port=30000)"
+    )
+
+
+def test_the_container_environment_is_root_only():
+    from sparkdeploy.config.paths import CONTAINER_ENV
+    from sparkdeploy.deploys.managed import managed_file
+    from tests.unit.operations import given, host_state, run, spark
+
+    host = spark(model_repo="org/model", engine={"name": "sglang"})
+    path = CONTAINER_ENV.format(name="spark-engine-sglang")
+    files = managed_files(host.data.spark, host.data.engine_plan)
+    assert (files[path].mode, files[path].owner) == ("600", "root")
+    given(host, SparkHostState, host_state(files={}))
+    commands = run(managed_file, host, path=path, content="A=1\n").commands
+    assert (
+        f"chown root:root {path}.spark-deploy-new && chmod 600 {path}.spark-deploy-new"
+        in (commands[-1])
+    )
+
+
+def test_a_socket_whose_holder_cannot_be_read_is_a_strangers(monkeypatch):
+    health = load_health()
+    monkeypatch.setattr(health, "listeners", lambda port: [(None, os.getuid(), "")])
+    monkeypatch.setattr(health, "container_of", lambda name: (os.getpid(), "c" * 64))
+    with pytest.raises(health.ForeignListener, match=r"a socket of user \S+ whose process could"):
+        health.engine_holds(30000, "e")

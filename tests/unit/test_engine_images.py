@@ -440,3 +440,26 @@ def test_a_mount_is_refused_over_the_model_folders_and_twice_on_one_path():
     )
     assert "mounts.0.mode" in refusal(name="vllm", mounts=[{"host": "/a", "container": "/b",
                                                              "mode": "rw"}])  # fmt: skip
+
+
+# --- hardening every GPU container gets (issue 22) ---------------------------------------
+
+HARDENING = ["--cap-drop=NET_RAW", "--security-opt=no-new-privileges"]
+
+
+@pytest.mark.parametrize(
+    "docker_args, added",
+    [
+        ([], HARDENING),
+        (["--shm-size=16g", "--security-opt=seccomp=unconfined"], HARDENING),
+        (["--privileged"], []),
+        (["--security-opt=no-new-privileges"], ["--cap-drop=NET_RAW"]),
+    ],
+    ids=["none", "others", "privileged", "own-no-new-privileges"],
+)
+def test_engine_containers_drop_net_raw_and_gain_no_privileges(docker_args, added):
+    [words] = words_of({"name": "vllm", "docker_args": docker_args}).values()
+    options = words[: words.index("vllm/vllm-openai:v0.33.0")]
+    after_ipc = options[options.index("--ipc") + 2 :]
+    assert after_ipc[: len(added)] == added  # the deploy's, before the operator's options
+    assert all(options.count(word) == (word in added or word in docker_args) for word in HARDENING)

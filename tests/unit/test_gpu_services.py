@@ -80,7 +80,8 @@ def test_the_engine_and_every_service_conflict_both_ways():
     assert "ExecStopPost=-/usr/local/sbin/spark-memory-guard 40 300\n" in unit
     assert (
         "ExecStart=/usr/bin/docker run --pull missing --name spark-gpu-images --gpus all "
-        "--network host --ipc host ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2 python3 main.py "
+        "--network host --ipc host --cap-drop=NET_RAW --security-opt=no-new-privileges "
+        "ghcr.io/remsky/kokoro-fastapi-gpu:v0.2.2 python3 main.py "
         "--port 8188\n"
     ) in unit
 

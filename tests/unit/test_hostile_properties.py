@@ -315,8 +315,10 @@ SETTINGS = [
     ),
     Setting(
         "engine.docker_args item", "engine", ("engine", "docker_args", 0), "--label=zqopt",
+        # --privileged also drops the deploy's hardening (--cap-drop=NET_RAW, no-new-privileges),
+        # so it is not written back alone: test_engine_images.py checks it.
         ["--label=zqopt", "--shm-size=16g", "--ulimit=memlock=-1", "--label=a b",
-         "--device=/dev/infiniband", "--privileged"],
+         "--device=/dev/infiniband", "--cpuset-cpus=0-9"],
         as_read=_engine_item("docker_args", 0),
     ),
     Setting(

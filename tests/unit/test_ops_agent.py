@@ -67,7 +67,7 @@ def test_the_venv_is_made_beside_the_old_from_its_lock_and_swapped_in_whole():
     venv = "/opt/spark-deploy/mcp/venv"
     stamp = f"{venv}.new/spark-deploy.lock"
     assert outcome.commands == [
-        f"rm -rf {venv}.new && python3 -m venv {venv}.new",
+        f"rm -rf {venv}.new && python3 -I -m venv {venv}.new",
         f"upload {stamp}.new",
         f"{venv}.new/bin/pip install --quiet --disable-pip-version-check --no-input "
         f"--require-hashes --only-binary :all: -r {stamp}.new && mv -f {stamp}.new {stamp}",

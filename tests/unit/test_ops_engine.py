@@ -4,6 +4,8 @@ and owned files of the host-state fact in, commands or no-op reason out."""
 from __future__ import annotations
 
 import shlex
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from sparkdeploy.deploys.engine.serve import (
     HEALTH_TIMEOUT,
     _check_health,
+    foreign_files_notice,
     leaving_ray,
     retired,
     serving,
@@ -151,3 +154,65 @@ def test_retiring_the_ray_units_of_a_vllm_pair_that_turned_native_is_said():
     assert leaving_ray(plans["spark-1"], old[:1]) == ""  # no unit retired
     sglang, _, _ = plan_cluster(2, {"name": "sglang"})
     assert leaving_ray(sglang["spark-1"], old) == ""
+
+
+# --- what the deploy owns: only files it wrote (issue 22) --------------------------------
+
+
+def owned_lines(tmp_path, monkeypatch) -> list[str]:
+    """The host-state fact's owned/foreign lines, its loop run by sh over a shared folder
+    holding the deploy's sudoers file, an admin's own and a unit in a folder of the deploy."""
+    from sparkdeploy.facts import host_state as fact
+
+    shared, own = tmp_path / "sudoers.d", tmp_path / "spark-deploy"
+    shared.mkdir()
+    own.mkdir()
+    (shared / "spark-deploy-spark-engine-vllm").write_text(
+        "# Managed by spark-deploy: nvidia may start, stop ...\nnvidia ALL=...\n"
+    )
+    (shared / "spark-deploy-mine").write_text("# my own rule\n%admins ALL=(ALL) ALL\n")
+    (own / "spark-engine-vllm.rules.yml").write_text("groups: []\n")
+    monkeypatch.setattr(fact, "SHARED_FOLDERS", (f"{shared}/",))
+    globs = (f"{shared}/spark-deploy-*", f"{own}/spark-engine-*.yml")
+    text = SparkHostState().command("nvidia", (), (), owned_globs=globs)
+    [loop] = [line for line in text.splitlines() if 'printf "owned' in line]
+    done = subprocess.run(["sh", "-c", loop], capture_output=True, text=True, check=True)
+    return sorted(line.replace(str(tmp_path), "") for line in done.stdout.splitlines())
+
+
+def test_an_admins_own_file_with_the_deploys_name_is_not_the_deploys(tmp_path, monkeypatch):
+    assert owned_lines(tmp_path, monkeypatch) == [
+        "foreign /sudoers.d/spark-deploy-mine",
+        "owned /spark-deploy/spark-engine-vllm.rules.yml",
+        "owned /sudoers.d/spark-deploy-spark-engine-vllm",
+    ]
+    state = SparkHostState().process(
+        ["owned /etc/sudoers.d/spark-deploy-x", "foreign /etc/sudoers.d/spark-deploy-mine"]
+    )
+    assert state.owned == {"/etc/sudoers.d/spark-deploy-x"}
+    assert state.foreign == {"/etc/sudoers.d/spark-deploy-mine"}
+
+
+def test_the_templates_that_write_into_shared_folders_start_with_the_header():
+    from sparkdeploy.config.paths import MANAGED_HEADER
+    from sparkdeploy.render import render
+
+    texts = [
+        render("engine-sudoers.j2", user="nvidia", unit="u.service", unit_base="u"),
+        render("gpu-switch-sudoers.j2", user="nvidia", holder="tts", switch="/usr/sbin/s"),
+    ]
+    assert all(text.startswith(MANAGED_HEADER) for text in texts)
+    for name in ("engine.service.j2", "gpu-service.service.j2"):
+        first = (Path(__file__).parents[2] / "templates" / name).read_text().splitlines()[0]
+        assert first.startswith(MANAGED_HEADER), name
+
+
+def test_the_admins_file_left_in_place_is_said_once():
+    said = foreign_files_notice(["/etc/sudoers.d/spark-deploy-mine"])
+    assert said.startswith("left in place: /etc/sudoers.d/spark-deploy-mine: named like")
+    assert "no '# Managed by spark-deploy' first line" in said
+
+
+def test_the_model_check_runs_isolated_from_the_cwd_and_environment():
+    text = SparkHostState().command("nvidia", (), ("/opt/models/x",))
+    assert "python3 -I -c " in text and "python3 -c " not in text

@@ -69,7 +69,7 @@ def install_hf() -> list[str]:
     transitive release and build sdists as root)."""
     stamp = f"{HF_CLI_VENV}/spark-deploy.lock"
     return [
-        f"rm -rf {HF_CLI_VENV} && python3 -m venv {HF_CLI_VENV}",
+        f"rm -rf {HF_CLI_VENV} && python3 -I -m venv {HF_CLI_VENV}",
         f"upload {stamp}.new",
         f"{HF_CLI_VENV}/bin/pip install --quiet --disable-pip-version-check --no-input "
         f"--require-hashes --only-binary :all: -r {stamp}.new && mv -f {stamp}.new {stamp}",

@@ -24,6 +24,7 @@ from sparkdeploy.config.paths import (
     ENGINE_UNIT,
     IMAGE_READINGS,
     LINK_TEST,
+    MANAGED_HEADER,
     PROMETHEUS_RULES,
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
@@ -39,7 +40,7 @@ from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
 from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
-from sparkdeploy.escape import shell
+from sparkdeploy.escape import redact_lines, shell
 from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
@@ -57,13 +58,14 @@ def _check_health(
     one, and one that fails is replaced by the last good one, which must then pass."""
     ok, output = host.run_shell_command(StringCommand(ENGINE_HEALTH, *words), _sudo=True)
     if not ok:
-        found = diagnose(output.output)
+        shown = "\n".join(redact_lines(output.output.splitlines()))  # the journal's lines
+        found = diagnose(shown)
         known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
             "\n  no known GB10 failure signature matched; the journal lines are above"
         )
         why = found[0].signature.id if found else "not healthy"
         back = _roll_back(host, keep, why) if keep else ""
-        raise OperationError(f"{unit} did not become healthy:\n{output.output}{known}{back}")
+        raise OperationError(f"{unit} did not become healthy:\n{shown}{known}{back}")
     said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
     for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
         logger.info(f"{host.print_prefix}{line}")
@@ -87,7 +89,8 @@ def _roll_back(host, keep: Keep, why: str) -> str:
         )
     if "nothing to go back to" in output.stdout:
         return "\nNo earlier configuration passed a health check on this Spark: nothing to roll back to."
-    return f"\nRolling back did not help: the last good configuration failed too:\n{output.output}"
+    said = "\n".join(redact_lines(output.output.splitlines()))
+    return f"\nRolling back did not help: the last good configuration failed too:\n{said}"
 
 
 @operation()
@@ -101,6 +104,7 @@ def serving(
     nccl: bool = False,
     keep: Keep | None = None,
     key_file: str = "",
+    container: str = "",
     gpu_with: str = "",
 ):
     """
@@ -122,6 +126,8 @@ def serving(
       healthy, replaced by the last good one when not
     + key_file: the root-only file with the API key the engine requires ("" when none): the
       health check asks with it
+    + container: the container the unit runs in: the health check sends the key only to a
+      port that container's processes hold
     + gpu_with: the GPU service unit the operator handed the GPU to (spark-gpu-switch), ""
       when none: the engine is then left stopped, to start with this run's changes at the
       next `spark-gpu-switch engine`
@@ -144,7 +150,9 @@ def serving(
         host.noop(f"{unit} is enabled and running")
         return
     if health or nccl:
-        words = health_words(unit, port, timeout, nccl=nccl, api=health, key_file=key_file)
+        words = health_words(
+            unit, port, timeout, nccl=nccl, api=health, key_file=key_file, container=container
+        )
         yield FunctionCommand(_check_health, (unit, words), {"nccl": nccl, "keep": keep})
 
 
@@ -219,11 +227,22 @@ def leaving_ray(plan: EnginePlan, paths: list[str]) -> str:
     )
 
 
+def foreign_files_notice(paths: list[str]) -> str:
+    """What to tell the operator of files with the deploy's names that it did not write."""
+    return (
+        f"left in place: {', '.join(paths)}: named like the deploy's engine files, but not "
+        f"written by it (no '{MANAGED_HEADER}' first line), so never retired; rename it to "
+        "avoid the confusion"
+    )
+
+
 @operation()
 def retired(paths: list[str]):
     """
     Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
-    plans, stopping and disabling a unit and removing its container first.
+    plans, stopping and disabling a unit and removing its container first. The host-state
+    fact lists as the deploy's only the files in shared folders whose first line is its
+    header (config/paths.py MANAGED_HEADER): an admin's own file is never among ``paths``.
 
     + paths: the unit, sudoers and Prometheus files to remove
 
@@ -288,6 +307,8 @@ def serve_model() -> None:
     leaving = sorted(path for path in state.owned if path not in planned)
     if plan is not None and leaving and (notice := leaving_ray(plan, leaving)):
         notices.add(host.name, notice, logging.INFO)
+    if admins := sorted(path for path in state.foreign if path not in planned):
+        notices.add(host.name, foreign_files_notice(admins), logging.INFO)
     retired(name="Retire engine files no longer planned", paths=leaving)
     if plan is None:
         return
@@ -308,7 +329,14 @@ def serve_model() -> None:
         key_text = api_key_text(plan.engine, laptop_api_key(spark.engine, os.environ))
         env_changed = differs(plan.api_key_file, key_text) or env_changed
     # What serves now is kept before it changes, when no good configuration is kept yet.
-    words = health_words(plan.unit, plan.port, HEALTH_TIMEOUT, key_file=plan.api_key_file)
+    containers = {service.unit: service.container for service in plan.services}
+    words = health_words(
+        plan.unit,
+        plan.port,
+        HEALTH_TIMEOUT,
+        key_file=plan.api_key_file,
+        container=containers.get(plan.unit, ""),
+    )
     keep = keep_of(plan, words)
     kept_before_change(
         name="Keep the configuration that serves now as the last good one",
@@ -372,5 +400,6 @@ def serve_model() -> None:
             nccl=plan.nodes > 1 and service.role == "server",
             keep=keep if service.unit == plan.unit else None,
             key_file=plan.api_key_file if service.serves_api else "",
+            container=service.container,
             gpu_with=gpu_with,
         )

@@ -31,7 +31,8 @@ def docker_run(plan: EnginePlan, service: EngineService, env_files: list[str]) -
     (allowed options only, one ``--option=value`` word each), the image, then the service's
     command.
     """
-    words = [DOCKER, *gpu_container(service.container), *plan.rdma_args]
+    words = [DOCKER, *gpu_container(service.container, docker_args=plan.docker_args)]
+    words += plan.rdma_args
     for env_file in env_files:
         words += ["--env-file", env_file]
     for folder in plan.mounts:
@@ -116,11 +117,14 @@ def health_words(
     nccl: bool = False,
     api: bool = True,
     key_file: str = "",
+    container: str = "",
 ) -> list[str]:
     """The arguments of spark-engine-health for one unit: its API on ``port`` (``api``),
-    asked with the API key in ``key_file`` when the engine requires one, and, on a rank of a
-    multi-node engine (``nccl``), NCCL's network in its journal."""
+    asked with the API key in ``key_file`` when the engine requires one (sent only to a port
+    the engine's ``container`` holds), and, on a rank of a multi-node engine (``nccl``),
+    NCCL's network in its journal."""
     words = ["--port", str(port)] if api else ["--no-api"]
-    words += ["--key-file", key_file] if api and key_file else []
+    if api and key_file:
+        words += ["--key-file", key_file, "--container", container or unit.removesuffix(".service")]
     words += ["--nccl"] if nccl else []
     return [*words, "--unit", unit, "--timeout", str(timeout)]
