@@ -257,7 +257,7 @@ def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
         return []
     # The container environment is root's alone (docker reads it as root): engine.env may
     # hold values other local users must not read (issue 22).
-    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name), mode="600")]
+    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name), mode="600", secret=True)]
     for service in plan.services:
         files += [
             ManagedFile(ENGINE_UNIT.format(unit=service.unit)),

@@ -9,6 +9,7 @@ from pyinfra.api import OperationError
 
 from sparkdeploy.config.paths import (
     API_KEY_FILE,
+    CONTAINER_ENV,
     ENGINE_SUDOERS,
     HF_TOKEN,
     MEMORY_GUARD,
@@ -126,3 +127,17 @@ def test_a_path_outside_the_registry_is_refused():
         run(
             managed_file, host, path=ENGINE_SUDOERS.format(name="spark-engine-sglang"), content="x"
         )  # no engine planned on this Spark: not its file
+
+
+def test_the_engine_environment_is_staged_root_only_like_a_key():
+    # engine.env values may carry what the recipe thinks is harmless; the file is 0600 root
+    # and, like a key, never readable by others while it is written.
+    host = spark(model_repo="o/m", engine={"name": "sglang"})
+    path = CONTAINER_ENV.format(name="spark-engine-sglang")
+    given(host, SparkHostState, host_state(files={path: None}))
+    commands = run(managed_file, host, path=path, content="A=1\n").commands
+    staged = f"{path}.spark-deploy-new"
+    assert f"rm -f {staged} && install -m 600 -o root -g root /dev/null {staged}" in commands
+    assert (
+        commands[-1] == f"chown root:root {staged} && chmod 600 {staged} && mv -f {staged} {path}"
+    )
