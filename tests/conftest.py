@@ -1,6 +1,13 @@
 """Every test under tests/scenarios boots Spark twins in Docker: it carries the `twins`
-marker, so `pytest -m "not twins"` (`make unit`) runs everything that needs no Docker."""
+marker, so `pytest -m "not twins"` (`make unit`) runs everything that needs no Docker.
 
+The suite sets its own environment: the caller's Hugging Face variables (HF_HUB_OFFLINE=1,
+HF_ENDPOINT, HF_TOKEN ...) and the deploy's own laptop variables (SPARK_INVENTORY,
+SPARK_API_KEY, SPARK_TRUST_HF_ENDPOINT ...) would change what the deploy and the fake Hub do,
+so they are removed before any test runs; a test that needs one sets it itself.
+"""
+
+import os
 from pathlib import Path
 
 import pytest
@@ -8,7 +15,13 @@ import pytest
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
 
+# Prefixes of the caller's variables the suite must not inherit.
+CALLER_PREFIXES = ("HF_", "HUGGING_FACE_", "HUGGINGFACE_", "SPARK_")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for name in [name for name in os.environ if name.startswith(CALLER_PREFIXES)]:
+        del os.environ[name]
     config.addinivalue_line("markers", "twins: needs a Docker engine to boot Spark twins")
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import statistics
 
+import yaml
+
+from sparkdeploy.inventory import build_inventory
 from tests.twins import harness
 from tests.twins.demo import fresh_pair, replug_after_reboot
 from tests.twins.fetched import folder_bytes, image_bytes, internet_bytes
@@ -31,6 +34,14 @@ def commands(done: DeployRun) -> str:
     return ", ".join(f"{host} {count}" for host, count in sorted(done.remote_commands().items()))
 
 
+def planned_image(name: str) -> str:
+    """The engine image the plan gives Spark ``name`` (not `docker ps`: after the head's
+    reboot the engine may still be starting, with no container yet)."""
+    document = yaml.safe_load(harness.TWINS_INVENTORY.read_text(encoding="utf-8"))
+    planned = build_inventory(document, str(harness.TWINS_INVENTORY), environ=TOKEN_ENV)
+    return planned.engine_plans[name].image
+
+
 def fetched(twins: list[harness.Twin]) -> str:
     """The pair's bytes from the internet, against one model and one image."""
     head = twins[0]
@@ -38,7 +49,7 @@ def fetched(twins: list[harness.Twin]) -> str:
     folders = [
         f"/opt/models/{plan[key].rsplit('/', 1)[1]}" for key in ("model_repo", "draft_model_repo")
     ]
-    image = head.exec("docker ps --format '{{.Image}}'").stdout.split()[0]
+    image = planned_image(head.name)
     one = folder_bytes(head, *folders) + image_bytes(head, image)
     got = sum(internet_bytes(twin) for twin in twins)
     return f"{got / 1e6:.2f} MB = {got / one:.2f} x (model + draft + image: {one / 1e6:.2f} MB)"
