@@ -108,6 +108,10 @@ class TestTrustFromTheOperatorsSide:
         assert changed_modes(self.before, after) == []
         assert after["/etc"] == "755 root root"
         assert after["/etc/spark-deploy"] == "755 root root"
+        # what the deploy added to /etc, shown with -s (the closing note of issue 22 quotes it)
+        for path in sorted(after.keys() - self.before.keys()):
+            if path.startswith(("/etc/spark-deploy", "/etc/sudoers.d", "/home/ops")):
+                print(f"added {path} {after[path]}")
 
     def test_another_account_still_uses_the_system(self, scenario):
         twin = scenario.twins["trust"]
