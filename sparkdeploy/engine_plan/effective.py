@@ -84,14 +84,14 @@ def catalogue_of(settings: EngineSettings) -> Catalogue:
     return load_catalogue(settings.name, settings.version)
 
 
-def _given(settings: EngineSettings, catalogue: Catalogue | None) -> Catalogue:
+def _pinned(settings: EngineSettings, catalogue: Catalogue | None) -> Catalogue:
     return catalogue if catalogue is not None else catalogue_of(settings)
 
 
 def chooses_ray(settings: EngineSettings, *, catalogue: Catalogue | None = None) -> bool:
     """Whether engine.args choose Ray to run the engine across Sparks
     (``--distributed-executor-backend: ray`` in any spelling the release reads)."""
-    catalogue = _given(settings, catalogue)
+    catalogue = _pinned(settings, catalogue)
     for flag, value in settings.args.items():
         reading = catalogue.read(flag)
         if reading is not None and reading.flag == "--distributed-executor-backend":
@@ -144,7 +144,7 @@ def parallel_layout(
     leaves (nodes / pp: every Spark when neither is given). A Spark has one GPU, so tp x pp
     must be the number of Sparks.
     """
-    catalogue = _given(settings, catalogue)
+    catalogue = _pinned(settings, catalogue)
     carriers = _layout_flags(catalogue)
     given: dict[str, tuple[str, Any]] = {}
     for flag, value in settings.args.items():
@@ -216,7 +216,7 @@ SPECULATIVE_FLAGS = frozenset({"--speculative-config", "--speculative-algorithm"
 def configures_speculation(settings: EngineSettings, *, catalogue: Catalogue | None = None) -> bool:
     """Whether engine.args choose a speculative method, in any spelling the release reads
     (`--speculative_config.method`, SGLang's `--speculative-algo`)."""
-    catalogue = _given(settings, catalogue)
+    catalogue = _pinned(settings, catalogue)
     readings = (catalogue.read(flag) for flag, value in settings.args.items() if value)
     return any(reading is not None and reading.flag in SPECULATIVE_FLAGS for reading in readings)
 
@@ -319,10 +319,14 @@ def effective_args(
     listing every problem (speculative decoding without a draft model, a flag or value the
     pinned release does not accept).
     """
-    catalogue = _given(settings, catalogue)
+    catalogue = _pinned(settings, catalogue)
     speculative = speculative_on(settings, draft_folder, catalogue=catalogue)
     values = _placeholders(settings, catalogue, model_folder, draft_folder, multinode)
-    problems = _given_problems(settings, catalogue, values, multinode, speculative, draft_folder)
+    problems = _speculation_problems(settings, catalogue, speculative, draft_folder)
+    problems += _placed_problems(settings, catalogue, values, multinode)
+    nodes = multinode.nodes if multinode else 1
+    problems += parallel_layout(settings, nodes, catalogue=catalogue)[1]
+    problems += _worker_problems(settings, catalogue)
     layers = _layers(
         settings, catalogue, multinode, model, speculative and draft_folder is not None
     )
@@ -333,32 +337,21 @@ def effective_args(
     return args
 
 
-def _given_problems(
-    settings: EngineSettings,
-    catalogue: Catalogue,
-    values: Mapping[str, Any],
-    multinode: MultiNode | None,
-    speculative: bool,
-    draft_folder: str | None,
+def _speculation_problems(
+    settings: EngineSettings, catalogue: Catalogue, speculative: bool, draft_folder: str | None
 ) -> list[str]:
-    """What is wrong with engine.args before they are layered: speculation without a
-    method, flags the deploy sets from the Spark's place, the parallel layout, worker flags."""
-    problems: list[str] = []
+    """Speculative decoding on with neither a draft model nor a method in engine.args."""
     if (
         speculative
         and draft_folder is None
         and not configures_speculation(settings, catalogue=catalogue)
     ):
-        problems.append(
+        return [
             "speculative decoding is on but no draft model is configured: set "
             "draft_model_repo, or give the method in engine.args (--speculative-config / "
             "--speculative-algorithm) for one that needs no draft model (MTP, n-gram)"
-        )
-    problems += _placed_problems(settings, catalogue, values, multinode)
-    nodes = multinode.nodes if multinode else 1
-    problems += parallel_layout(settings, nodes, catalogue=catalogue)[1]
-    problems += _worker_problems(settings, catalogue)
-    return problems
+        ]
+    return []
 
 
 def _layers(
@@ -491,7 +484,7 @@ def effective_env(
     catalogue: Catalogue | None = None,
 ) -> dict[str, str]:
     """The engine's environment: profile < speculative < multi-node < ``engine.env``."""
-    catalogue = _given(settings, catalogue)
+    catalogue = _pinned(settings, catalogue)
     engine = profile(settings.name)
     version = settings.version
     values = _placeholders(settings, catalogue, "", draft_folder, multinode)
