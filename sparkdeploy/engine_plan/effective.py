@@ -17,14 +17,14 @@ from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.topology import Place
-from sparkdeploy.knowledge.flags import Catalogue, check_flags, json_object, load_catalogue
+from sparkdeploy.knowledge.flags import Catalogue, json_object, load_catalogue
 from sparkdeploy.knowledge.profiles import (
     LAYOUT,
     PLACED,
     PLACEHOLDER,
-    managed_placeholders,
     multinode_section,
     placeholder_meanings,
+    placeholders_of,
     profile,
     scoped,
     spellings,
@@ -78,10 +78,20 @@ class Layout:
     pp: int  # pipeline parallel size
 
 
-def chooses_ray(settings: EngineSettings) -> bool:
+def catalogue_of(settings: EngineSettings) -> Catalogue:
+    """The catalogue of the release the settings pin: looked up here once per plan and
+    passed down (the functions below take it, or look it up when called on their own)."""
+    return load_catalogue(settings.name, settings.version)
+
+
+def _pinned(settings: EngineSettings, catalogue: Catalogue | None) -> Catalogue:
+    return catalogue if catalogue is not None else catalogue_of(settings)
+
+
+def chooses_ray(settings: EngineSettings, *, catalogue: Catalogue | None = None) -> bool:
     """Whether engine.args choose Ray to run the engine across Sparks
     (``--distributed-executor-backend: ray`` in any spelling the release reads)."""
-    catalogue = load_catalogue(settings.name, settings.version)
+    catalogue = _pinned(settings, catalogue)
     for flag, value in settings.args.items():
         reading = catalogue.read(flag)
         if reading is not None and reading.flag == "--distributed-executor-backend":
@@ -89,37 +99,44 @@ def chooses_ray(settings: EngineSettings) -> bool:
     return False
 
 
-def multinode_profile(settings: EngineSettings) -> dict[str, Any]:
+def multinode_profile(
+    settings: EngineSettings, *, catalogue: Catalogue | None = None
+) -> dict[str, Any]:
     """The multi-node section these settings run with: the engine's own launcher, or Ray
     when engine.args choose it and the profile has a Ray section (vLLM)."""
-    return multinode_section(settings.name, chooses_ray(settings))
+    return multinode_section(settings.name, chooses_ray(settings, catalogue=catalogue))
 
 
 def control_ports(
-    settings: EngineSettings, multinode: MultiNode | None
+    settings: EngineSettings,
+    multinode: MultiNode | None,
+    *,
+    catalogue: Catalogue | None = None,
 ) -> tuple[tuple[int, int], ...]:
     """The port ranges (first, last) the engine's processes listen on for the other Sparks
     (profiles.yaml multinode: control_span from the rendezvous port, control_ports fixed):
     none on one Spark, where the engines rendezvous on loopback."""
     if multinode is None:
         return ()
-    section = multinode_profile(settings)
+    section = multinode_profile(settings, catalogue=catalogue)
     port = multinode.port or int(section["port"])
     spans = [(port, port + int(section.get("control_span", 1)) - 1)]
     spans += [(int(first), int(last)) for first, last in section.get("control_ports", [])]
     return tuple(spans)
 
 
-def _layout_flags(settings: EngineSettings) -> dict[str, str]:
+def _layout_flags(catalogue: Catalogue) -> dict[str, str]:
     """Placeholder (tp, pp) -> the canonical flag that carries it in this release."""
     return {
         name: flag
-        for flag, name in managed_placeholders(settings.name, settings.version).items()
+        for flag, name in placeholders_of(catalogue).items()
         if name in LAYOUT and "." not in flag
     }
 
 
-def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[str]]:
+def parallel_layout(
+    settings: EngineSettings, nodes: int, *, catalogue: Catalogue | None = None
+) -> tuple[Layout, list[str]]:
     """
     The tensor and pipeline parallel sizes on ``nodes`` Sparks, and the problems with the
     ones engine.args give (`-tp 1 -pp 3`, `--tensor-parallel-size 4`, SGLang's `--tp 4`).
@@ -127,8 +144,8 @@ def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[
     leaves (nodes / pp: every Spark when neither is given). A Spark has one GPU, so tp x pp
     must be the number of Sparks.
     """
-    catalogue = load_catalogue(settings.name, settings.version)
-    carriers = _layout_flags(settings)
+    catalogue = _pinned(settings, catalogue)
+    carriers = _layout_flags(catalogue)
     given: dict[str, tuple[str, Any]] = {}
     for flag, value in settings.args.items():
         reading = catalogue.read(flag)
@@ -165,7 +182,7 @@ def parallel_layout(settings: EngineSettings, nodes: int) -> tuple[Layout, list[
 def _worker_problems(settings: EngineSettings, catalogue: Catalogue) -> list[str]:
     """Flags of the profile's worker_args (vLLM's --headless) in engine.args: the deploy
     gives them to the Sparks after the head only, which serve no API."""
-    section = multinode_profile(settings)
+    section = multinode_profile(settings, catalogue=catalogue)
     workers = {catalogue.canonical(flag) for flag in section["worker_args"]}
     problems = []
     for flag in settings.args:
@@ -196,24 +213,27 @@ def _render(value: Any, values: Mapping[str, Any]) -> Any:
 SPECULATIVE_FLAGS = frozenset({"--speculative-config", "--speculative-algorithm"})
 
 
-def configures_speculation(settings: EngineSettings) -> bool:
+def configures_speculation(settings: EngineSettings, *, catalogue: Catalogue | None = None) -> bool:
     """Whether engine.args choose a speculative method, in any spelling the release reads
     (`--speculative_config.method`, SGLang's `--speculative-algo`)."""
-    catalogue = load_catalogue(settings.name, settings.version)
+    catalogue = _pinned(settings, catalogue)
     readings = (catalogue.read(flag) for flag, value in settings.args.items() if value)
     return any(reading is not None and reading.flag in SPECULATIVE_FLAGS for reading in readings)
 
 
-def speculative_on(settings: EngineSettings, draft_folder: str | None) -> bool:
+def speculative_on(
+    settings: EngineSettings, draft_folder: str | None, *, catalogue: Catalogue | None = None
+) -> bool:
     """Speculative decoding: as ``engine.speculative`` says; unset, on with a draft model or
     when engine.args configure it themselves (MTP, n-gram and DFlash need no draft folder)."""
     if settings.speculative is not None:
         return settings.speculative
-    return draft_folder is not None or configures_speculation(settings)
+    return draft_folder is not None or configures_speculation(settings, catalogue=catalogue)
 
 
 def _placeholders(
     settings: EngineSettings,
+    catalogue: Catalogue,
     model_folder: str,
     draft_folder: str | None,
     multinode: MultiNode | None,
@@ -228,12 +248,12 @@ def _placeholders(
         "context_length": settings.context_length,  # unset: the engine's own default
     }
     if multinode is not None:
-        layout, _ = parallel_layout(settings, multinode.nodes)
+        layout, _ = parallel_layout(settings, multinode.nodes, catalogue=catalogue)
         values |= {
             "nodes": multinode.nodes,
             "rank": multinode.rank,
             "head": multinode.head,
-            "dist_port": multinode.port or multinode_profile(settings)["port"],
+            "dist_port": multinode.port or multinode_profile(settings, catalogue=catalogue)["port"],
             "interface": multinode.interface,
             "tp": layout.tp,
             "pp": layout.pp if layout.pp > 1 else None,  # 1, the engine's default: left out
@@ -288,6 +308,8 @@ def effective_args(
     draft_folder: str | None = None,
     multinode: MultiNode | None = None,
     model: object | None = None,
+    *,
+    catalogue: Catalogue | None = None,
 ) -> dict[str, Any]:
     """
     The flags the engine is started with on this Spark, checked against its catalogue.
@@ -297,42 +319,82 @@ def effective_args(
     listing every problem (speculative decoding without a draft model, a flag or value the
     pinned release does not accept).
     """
-    catalogue = load_catalogue(settings.name, settings.version)
-    engine = profile(settings.name)
-    version = settings.version
-    speculative = speculative_on(settings, draft_folder)
-    problems: list[str] = []
-    if speculative and draft_folder is None and not configures_speculation(settings):
-        problems.append(
+    catalogue = _pinned(settings, catalogue)
+    speculative = speculative_on(settings, draft_folder, catalogue=catalogue)
+    values = _placeholders(settings, catalogue, model_folder, draft_folder, multinode)
+    problems = _speculation_problems(settings, catalogue, speculative, draft_folder)
+    problems += _placed_problems(settings, catalogue, values, multinode)
+    nodes = multinode.nodes if multinode else 1
+    problems += parallel_layout(settings, nodes, catalogue=catalogue)[1]
+    problems += _worker_problems(settings, catalogue)
+    layers = _layers(
+        settings, catalogue, multinode, model, speculative and draft_folder is not None
+    )
+    args = _layered(catalogue, layers, values, settings.args)
+    problems += catalogue.check(args)
+    if problems:
+        raise EngineConfigError(problems)
+    return args
+
+
+def _speculation_problems(
+    settings: EngineSettings, catalogue: Catalogue, speculative: bool, draft_folder: str | None
+) -> list[str]:
+    """Speculative decoding on with neither a draft model nor a method in engine.args."""
+    if (
+        speculative
+        and draft_folder is None
+        and not configures_speculation(settings, catalogue=catalogue)
+    ):
+        return [
             "speculative decoding is on but no draft model is configured: set "
             "draft_model_repo, or give the method in engine.args (--speculative-config / "
             "--speculative-algorithm) for one that needs no draft model (MTP, n-gram)"
-        )
-    values = _placeholders(settings, model_folder, draft_folder, multinode)
-    problems += _placed_problems(settings, catalogue, values, multinode)
-    problems += parallel_layout(settings, multinode.nodes if multinode else 1)[1]
-    problems += _worker_problems(settings, catalogue)
+        ]
+    return []
 
+
+def _layers(
+    settings: EngineSettings,
+    catalogue: Catalogue,
+    multinode: MultiNode | None,
+    model: object | None,
+    drafts: bool,
+) -> list[Mapping[str, Any]]:
+    """The profile's layers, in order: managed < profile < optional-if-catalogued <
+    speculative (with a draft model) < metrics < multi-node (< worker)."""
+    engine = profile(settings.name)
+    version = settings.version
     layers: list[Mapping[str, Any]] = [
         scoped(engine["managed"], version, model),
         scoped(engine["args"], version, model),
     ]
     optional = scoped(engine["if_supported"], version, model)
     layers.append({f: v for f, v in optional.items() if catalogue.accepts(f, v)})
-    if speculative and draft_folder is not None:
+    if drafts:
         layers.append(scoped(engine["speculative"]["args"], version, model))
     if settings.alerts:
         layers.append(scoped(engine["metrics"]["args"], version, model))
     if multinode is not None:
-        section = multinode_profile(settings)
+        section = multinode_profile(settings, catalogue=catalogue)
         layers.append(scoped(section["args"], version, model))
         if multinode.rank > 0:
             layers.append(scoped(section["worker_args"], version, model))
+    return layers
+
+
+def _layered(
+    catalogue: Catalogue,
+    layers: list[Mapping[str, Any]],
+    values: Mapping[str, Any],
+    given: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The layers rendered and set one over the other, then the operator's ``given``."""
     args: dict[str, Any] = {}
     for layer in layers:
         for flag, value in layer.items():
             _set(args, catalogue, flag, _render(value, values))
-    for flag, value in settings.args.items():
+    for flag, value in given.items():
         _set(args, catalogue, flag, value)
     # Keys of a JSON flag the deploy manages (the draft folder in --speculative-config) stay
     # the deploy's when engine.args gives the rest of that flag.
@@ -344,10 +406,6 @@ def effective_args(
             for key, item in value.items():
                 if PLACEHOLDER.search(str(item)):
                     _set_key(args, canonical, (key,), _render(item, values))
-
-    problems += check_flags(settings.name, settings.version, args)
-    if problems:
-        raise EngineConfigError(problems)
     return args
 
 
@@ -364,11 +422,7 @@ def _placed_problems(
     refused otherwise, naming the setting.
     """
     meaning = placeholder_meanings()
-    placed = {
-        key: name
-        for key, name in managed_placeholders(settings.name, settings.version).items()
-        if name in PLACED
-    }
+    placed = {key: name for key, name in placeholders_of(catalogue).items() if name in PLACED}
     problems = []
     for flag, given in settings.args.items():
         reading = catalogue.read(flag)
@@ -426,17 +480,21 @@ def effective_env(
     draft_folder: str | None = None,
     multinode: MultiNode | None = None,
     model: object | None = None,
+    *,
+    catalogue: Catalogue | None = None,
 ) -> dict[str, str]:
     """The engine's environment: profile < speculative < multi-node < ``engine.env``."""
+    catalogue = _pinned(settings, catalogue)
     engine = profile(settings.name)
     version = settings.version
-    values = _placeholders(settings, "", draft_folder, multinode)
+    values = _placeholders(settings, catalogue, "", draft_folder, multinode)
     env: dict[str, Any] = scoped(engine["env"], version, model)
-    if speculative_on(settings, draft_folder):
+    if speculative_on(settings, draft_folder, catalogue=catalogue):
         env |= scoped(engine["speculative"]["env"], version, model)
     if multinode is not None:
+        section = multinode_profile(settings, catalogue=catalogue)
         env |= scoped(engine["multinode"]["env"], version, model)
-        env |= scoped(multinode_profile(settings).get("extra_env") or {}, version, model)
+        env |= scoped(section.get("extra_env") or {}, version, model)
     # A value that is only a placeholder without a value here (no fabric address) is left
     # out rather than set empty: an empty host-IP variable would still be read.
     env = {

@@ -3,152 +3,68 @@ The engine plan of one Spark, made from validated settings before any host is to
 the unit and container names, the exact command line, the environment, the mounts, the
 services it conflicts with, and its place in a pair. Every flag is checked against the
 pinned release's catalogue and every GB10 rule; the operations only render what is here.
+
+``plan_engine`` runs the planners (planners.py, mounts.py, launch.py) in order, each with
+its part, problems and warnings, and composes the ``EnginePlan`` from their parts;
+``plan_sparks`` plans every Spark of the inventory, alone or serving one model together.
+
+Room: engine_plan. May import config and knowledge; knows nothing of hosts or pyinfra.
 """
 
 from __future__ import annotations
 
-import posixpath
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sparkdeploy.config.engine import EngineSettings
-from sparkdeploy.config.paths import API_KEY_FILE, API_KEY_MOUNT, MODS_MOUNT, shipped_path
+from sparkdeploy.config.paths import API_KEY_FILE
 from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
-from sparkdeploy.engine_plan.effective import (
-    MAX_NODES,
-    EngineConfigError,
-    MultiNode,
-    chooses_ray,
-    control_ports,
-    effective_args,
-    effective_env,
-    multinode_of,
-    speculative_on,
+from sparkdeploy.engine_plan.effective import MAX_NODES, MultiNode, catalogue_of, multinode_of
+from sparkdeploy.engine_plan.launch import (
+    MODS_SCRIPT,
+    RAY_HEAD_CLOSED,
+    EngineService,
+    Launch,
+    gpu_container,
+    launch_of,
+    services,
 )
-from sparkdeploy.engine_plan.rules import check_rules, judge
-from sparkdeploy.knowledge.docker_options import (
-    docker_words,
-    hardening_words,
-    parse_docker_args,
+from sparkdeploy.engine_plan.mounts import Mounts, plan_mounts
+from sparkdeploy.engine_plan.planners import (
+    ApiKey,
+    PlanInput,
+    Planned,
+    Ranks,
+    plan_alerts,
+    plan_api_key,
+    plan_args,
+    plan_docker,
+    plan_env,
+    plan_exposure,
+    plan_launch,
+    plan_multinode,
+    plan_release,
+    plan_rules,
 )
-from sparkdeploy.knowledge.fabric import rdma_options
-from sparkdeploy.knowledge.flags import spelling_notes, to_argv, unread_env
-from sparkdeploy.knowledge.images import describe_image, server_command
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
-from sparkdeploy.knowledge.profiles import multinode_section
 
-# Run every mod (in name order, each with sh, any failure stops the start), then the server
-# in the shell's place, so signals reach it.
-MODS_SCRIPT = (
-    f'for mod in {MODS_MOUNT}/*; do [ -f "$mod" ] || continue; '
-    'echo "spark-deploy: applying $mod"; sh "$mod" || exit 1; done; exec "$@"'
-)
-
-
-# What the Ray head runs besides the GCS: nothing that takes jobs from the network. Ray's own
-# CLI (ray-project/ray python/ray/scripts/scripts.py `start`, Ray 2.x, the release line the
-# Ray images carry): --include-dashboard (click bool, head only) false starts no dashboard and
-# so no jobs API (8265, which runs any code it is sent); --dashboard-host its bind,
-# 127.0.0.1 (its default, written out in case a release starts the API server anyway); a
-# --ray-client-server-port of 0 starts no client server (10001, otherwise started whenever
-# ray[client] is installed: node.py start_head_processes starts it only for a truthy port).
-# --node-ip-address (every unit) is the Spark's rail-1 address. What still listens (the GCS,
-# the raylet's and workers' ports) answers the fabric peers only (deploys/fabric.py).
-RAY_HEAD_CLOSED = (
-    "--include-dashboard", "false",
-    "--dashboard-host", "127.0.0.1",
-    "--ray-client-server-port", "0",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Launch:
-    """
-    How the server starts in the image (knowledge/images.yaml, or ``engine.launch``):
-    ``entrypoint`` when the image's ENTRYPOINT runs the engine (vllm/vllm-openai: `vllm
-    serve`), so `docker run` gets the flags only; ``command`` when the container command is
-    the server (`vllm serve ...`, `python3 -m sglang.launch_server ...`), after the image's
-    wrapper entrypoint if it has one (NGC: /opt/nvidia/nvidia_entrypoint.sh), which docker
-    run keeps and docker exec, which never applies an entrypoint, is given explicitly.
-    """
-
-    mode: str  # entrypoint | command
-    server: tuple[str, ...]  # the engine's server command
-    wrapper: str = ""  # the image's wrapper ENTRYPOINT ("" when none or unknown)
-
-    def run(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        """The container command after the image (`docker run IMAGE ...`)."""
-        return flags if self.mode == "entrypoint" else (*self.server, *flags)
-
-    def after_mods(self, flags: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        """``--entrypoint`` and command that run engine.mods, then the server: through the
-        wrapper entrypoint when the image has one (the command is then the shell), in place
-        of an entrypoint that is the engine itself."""
-        command = ("-c", MODS_SCRIPT, "sh", *self.server, *flags)
-        if self.mode == "command":
-            return "", ("sh", *command)
-        return "sh", command
-
-    def exec(self, flags: tuple[str, ...]) -> tuple[str, ...]:
-        """The command run in a running container (`docker exec CONTAINER ...`)."""
-        wrapper = (self.wrapper,) if self.mode == "command" and self.wrapper else ()
-        return (*wrapper, *self.server, *flags)
-
-    def other(self, command: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-        """``--entrypoint`` and command to run another program of the image (Ray): through
-        the wrapper when the image has one, otherwise as the entrypoint itself."""
-        if self.mode == "command" and self.wrapper:
-            return "", command
-        return command[0], command[1:]
-
-
-def launch_of(settings: EngineSettings) -> Launch:
-    """The launch of the settings' image: ``engine.launch``, else its family's, else
-    ``command`` (EngineSettings.launch_warning says so)."""
-    info = describe_image(settings.name, settings.image)
-    mode = settings.launch or info.launch or "command"
-    return Launch(mode=mode, server=server_command(settings.name), wrapper=info.wrapper)
-
-
-def gpu_container(
-    container: str, pull: str = "never", docker_args: tuple[str, ...] = ()
-) -> list[str]:
-    """The `docker run` options of every GPU container the deploy runs (the engine's, the link
-    test's, the GPU services'): the image already on the Spark (spark-fetch put it there; a
-    pull at start would race the start timeout; a GPU service's image, which the fetch does
-    not bring, is pulled when missing), every GPU, the host's network and IPC, and the
-    hardening of knowledge/docker_options.yaml (no NET_RAW, no new privileges) unless the
-    engine's ``docker_args`` say otherwise."""
-    return [
-        "run", "--pull", pull, "--name", container,
-        "--gpus", "all", "--network", "host", "--ipc", "host",
-        *hardening_words(docker_args),
-    ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class EngineService:
-    """
-    One systemd unit of an engine plan: a container of its own (`docker run`), or, with
-    ``part_of``, a command run in the container of that unit (`docker exec`), which it
-    starts after and stops and restarts with.
-    """
-
-    unit: str  # systemd unit file name
-    container: str  # the container it runs, or runs in
-    command: tuple[str, ...]  # after the image (docker run), or in the container (docker exec)
-    role: str = "server"  # server, ray-head or ray-worker (units.description names each)
-    entrypoint: str = ""  # replaces the image's entrypoint (docker run --entrypoint)
-    part_of: str = ""  # the unit whose container it runs in
-    wait: tuple[str, ...] = ()  # spark-ray-wait's arguments: what must be up before it starts
-    serves_api: bool = False  # answers the OpenAI API (health-checked after a start)
-
-    @property
-    def unit_base(self) -> str:
-        return self.unit.removesuffix(".service")
+# Names callers import from here (deploys/, tests/) that now live in launch.py.
+__all__ = [
+    "MODS_SCRIPT",
+    "RAY_HEAD_CLOSED",
+    "EnginePlan",
+    "EnginePlanError",
+    "EngineService",
+    "Launch",
+    "gpu_container",
+    "launch_of",
+    "plan_engine",
+    "plan_sparks",
+    "services",
+]
 
 
 @dataclass(frozen=True)
@@ -226,94 +142,6 @@ class EnginePlan:
         return (self.main.unit, *(s.unit for s in self.services if s is not self.main))
 
 
-def services(
-    engine: str,
-    name: str,
-    flags: tuple[str, ...],
-    multinode: MultiNode | None,
-    launch: Launch | None = None,
-    mods: bool = False,
-    ray: bool = False,
-) -> tuple[EngineService, ...]:
-    """
-    The units of an engine on one Spark. Alone, or among Sparks where every one runs the
-    server with its rank (SGLang, and vLLM's own multi-node mode, where the Sparks after the
-    head run it headless): one, which serves the API on rank 0 only. With Ray (vLLM, when
-    ``ray``: engine.args choose it): on the head a Ray head unit and the server in its
-    container, which waits for every Spark's GPU in the cluster; on every other Spark a Ray
-    worker unit, which waits for the head's Ray port. ``flags`` are the server's flags;
-    ``launch`` says how they start the server (default: the image's entrypoint runs it).
-    """
-    launch = launch or Launch("entrypoint", server_command(engine))
-    pair = multinode_section(engine, ray)
-    if multinode is None or pair["launcher"] != "ray":
-        serves_api = multinode is None or multinode.rank == 0
-        entrypoint, command = launch.after_mods(flags) if mods else ("", launch.run(flags))
-        return (
-            EngineService(
-                f"{name}.service", name, command, entrypoint=entrypoint, serves_api=serves_api
-            ),
-        )
-    gcs = f"{multinode.head}:{multinode.port or pair['port']}"
-    node = ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
-    if multinode.rank > 0:
-        worker = f"{name}-ray-worker"
-        entrypoint, command = launch.other(("ray", "start", "--address", gcs, *node))
-        return (
-            EngineService(
-                f"{worker}.service",
-                worker,
-                command,
-                role="ray-worker",
-                entrypoint=entrypoint,
-                wait=("--address", gcs),
-            ),
-        )
-    head = f"{name}-ray-head"
-    port = gcs.rsplit(":", 1)[1]
-    entrypoint, command = launch.other(
-        ("ray", "start", "--head", "--port", port, *RAY_HEAD_CLOSED, *node)
-    )
-    return (
-        EngineService(
-            f"{head}.service",
-            head,
-            command,
-            role="ray-head",
-            entrypoint=entrypoint,
-        ),
-        EngineService(
-            f"{name}.service",
-            head,
-            launch.exec(flags),
-            part_of=f"{head}.service",
-            serves_api=True,
-            wait=("--container", head, "--gpus", str(multinode.nodes)),
-        ),
-    )
-
-
-def _mount_problems(extra: list[tuple[str, str]], folders: tuple[str, ...]) -> list[str]:
-    """Extra mounts (engine.mounts, engine.files) that would cover (or sit inside) the
-    model folders' mounts, or each other."""
-    problems = []
-    for _, container in extra:
-        for folder in folders:
-            if _overlap(container, folder):
-                problems.append(
-                    f"engine.mounts/files: container path {container} would cover the model "
-                    f"folder mount {folder}; mount it elsewhere, such as /workspace/extra"
-                )
-    targets = [container for _, container in extra]
-    for target in sorted({t for t in targets if targets.count(t) > 1}):
-        problems.append(f"engine.mounts/files: {target} is mounted twice; give each its own")
-    return problems
-
-
-def _overlap(path: str, other: str) -> bool:
-    return path == other or path.startswith(other + "/") or other.startswith(path + "/")
-
-
 class EnginePlanError(ValueError):
     """The engine cannot be planned: every problem and every breached rule is listed."""
 
@@ -331,118 +159,98 @@ def plan_engine(
     model: ModelClass | UnknownModel | None = None,
     shipped: tuple[Shipped, ...] = (),
     api_key: bool = False,
+    gpu_units: tuple[str, ...] = (),
 ) -> tuple[EnginePlan, list[str]]:
     """The plan and its warnings; raises ``EnginePlanError`` when the engine may not start.
     ``model`` is the model's class for the GB10 rules scoped to one (None: unknown);
     ``shipped`` the engine.files and engine.mods read on the laptop; ``api_key`` whether the
-    laptop holds the API key the engine must require."""
+    laptop holds the API key the engine must require; ``gpu_units`` the Spark's GPU
+    services (gpu_services), which the engine takes turns with."""
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
-    known = model if isinstance(model, ModelClass) else None
-    try:
-        args = effective_args(settings, model_folder, draft_folder, multinode, known)
-    except EngineConfigError as error:
-        raise EnginePlanError(error.problems, []) from None
-    env = effective_env(settings, draft_folder, multinode, known)
-    judgement = judge(settings, check_rules(settings, args, env, model))
-    errors, warnings = judgement.errors, judgement.warnings
-    warnings += spelling_notes(settings.name, settings.version, settings.args)
-    warnings += unread_env(settings.name, settings.version, env)
-    folders = tuple(folder for folder in (model_folder, draft_folder) if folder)
-    name = f"spark-engine-{settings.name}"
-    extra = [(mount.host, mount.container) for mount in settings.mounts]
-    extra += [
-        (shipped_path(name, item.kind, item.name), item.dest)
-        for item in shipped
-        if item.kind == "file"
-    ]
-    mods = any(item.kind == "mod" for item in shipped)
-    if mods:
-        extra.append((posixpath.dirname(shipped_path(name, "mod", "x")), MODS_MOUNT))
-    errors += _mount_problems(extra, folders)
-    operator_options = parse_docker_args(settings.docker_args)[0]
-    rdma_args: tuple[str, ...] = ()
-    if multinode is not None:
-        rdma_args, rdma_problems = rdma_options(operator_options)
-        errors += [f"engine.docker_args: {problem}" for problem in rdma_problems]
-    ray = chooses_ray(settings)
-    if (
-        mods
-        and multinode is not None
-        and multinode_section(settings.name, ray)["launcher"] == "ray"
-    ):
-        errors.append(
-            "engine.mods: not yet with Ray across Sparks (the mods would have to run in every "
-            "Ray container before Ray starts); drop --distributed-executor-backend ray to run "
-            "vLLM's own multi-node mode, which runs them, or bake them into the image"
-        )
-    warnings += [
-        warning
-        for warning in (settings.unknown_version_warning(), settings.launch_warning())
-        if warning
-    ]
-    warnings += [f"engine.docker_args: {warning}" for warning in settings.docker_warnings()]
-    if settings.bind == "0.0.0.0" and settings.api_open and not api_key:
-        warnings.append(
-            "engine.bind 0.0.0.0 with api_open: the engine's API answers anyone who reaches "
-            "the port, without a key"
-        )
-    if errors:
-        raise EnginePlanError(errors, warnings)
-    flags = tuple(to_argv(settings.name, settings.version, args))
-    # Only the Spark serving the API (rank 0) asks for the key.
-    api_key = api_key and (multinode is None or multinode.rank == 0)
-    if api_key and settings.name == "sglang":
-        # SGLang reads the key as api-key from a YAML file given with --config and merges it
-        # into its arguments in-process (sglang/srt/server_args.py prepare_server_args,
-        # server_args_config_parser.py; in every catalogued release), so it never is in argv.
-        if "--config" in flags:
-            errors.append(
-                "engine.args --config: SGLang takes one --config file, and with an API key "
-                "the deploy gives it the one holding the key; write those settings in "
-                "engine.args instead"
-            )
-        flags += ("--config", API_KEY_MOUNT)
-        extra.append((API_KEY_FILE.format(name=name, kind="yaml"), API_KEY_MOUNT))
-    if errors:
-        raise EnginePlanError(errors, warnings)
-    launch = launch_of(settings)
-    plan = EnginePlan(
+    given = PlanInput(
+        settings, catalogue_of(settings), model_folder, draft_folder, multinode, model,
+        shipped, api_key,
+    )  # fmt: skip
+    args = plan_args(given)
+    _stop_at(args)
+    env = plan_env(given)
+    mounts = plan_mounts(given)
+    ranks = plan_multinode(given, mounts.part.mods)
+    launch = plan_launch(given)
+    docker = plan_docker(given)
+    checked = (
+        rules := plan_rules(given, args.part, env),
+        plan_release(given, env),
+        mounts,
+        ranks,
+        launch,
+        docker,
+        plan_exposure(given),
+    )
+    _stop_at(*checked)
+    flags = tuple(given.catalogue.argv(args.part))
+    key = plan_api_key(given, flags)
+    _stop_at(key, *checked)
+    plan = _compose(given, env, rules.part, mounts.part, ranks.part, launch.part, docker.part,
+                    key.part, flags + key.part.flags, gpu_units)  # fmt: skip
+    return plan, _warnings(*checked)
+
+
+def _warnings(*parts: Planned[object]) -> list[str]:
+    return [warning for part in parts for warning in part.warnings]
+
+
+def _stop_at(*parts: Planned[object]) -> None:
+    """Raise with every problem of ``parts`` (and all their warnings), if there is one."""
+    problems = [problem for part in parts for problem in part.problems]
+    if problems:
+        raise EnginePlanError(problems, _warnings(*parts))
+
+
+def _compose(
+    given: PlanInput,
+    env: Mapping[str, str],
+    accepted: tuple[tuple[str, str], ...],
+    mounts: Mounts,
+    ranks: Ranks,
+    launch: Launch,
+    docker_args: tuple[str, ...],
+    key: ApiKey,
+    flags: tuple[str, ...],
+    gpu_units: Sequence[str],
+) -> EnginePlan:
+    """The plan of the planners' parts."""
+    settings, name = given.settings, given.name
+    units = services(settings.name, name, flags, given.multinode, launch, mounts.mods, given.ray)
+    return EnginePlan(
         engine=settings.name,
         image=settings.image,
         name=name,
-        services=services(settings.name, name, flags, multinode, launch, mods, ray),
+        services=units,
         env=tuple(sorted(env.items())),
-        mounts=folders,
-        extra_mounts=tuple(extra),
-        shipped=shipped,
+        mounts=mounts.folders,
+        extra_mounts=mounts.extra + key.mounts,
+        shipped=given.shipped,
         port=settings.port,
         bind=settings.bind,
-        served_model_name=settings.served_model_name or model_folder.rstrip("/").split("/")[-1],
-        conflicts=tuple(settings.other_gpu_services),
-        docker_args=docker_words(operator_options),
-        rdma_args=rdma_args,
+        served_model_name=settings.served_model_name
+        or given.model_folder.rstrip("/").split("/")[-1],
+        conflicts=(*settings.other_gpu_services, *gpu_units),
+        docker_args=docker_args,
+        rdma_args=ranks.rdma_args,
         launch=launch.mode,
-        nodes=multinode.nodes if multinode else 1,
-        rank=multinode.rank if multinode else 0,
-        rollback=settings.rollback and not multinode,
-        api_key=api_key,
-        api_key_env=settings.api_key_env,
-        control_ports=control_ports(settings, multinode),
-        alerts=AlertPlan(
-            engine=settings.name,
-            version=settings.version,
-            threshold=settings.alert_accept_rate,
-            window=settings.alert_window,
-            speculative=speculative_on(settings, draft_folder),
-        )
-        if settings.alerts
-        else None,
-        accepted_rules=judgement.accepted,
+        nodes=ranks.nodes,
+        rank=ranks.rank,
+        rollback=ranks.rollback,
+        api_key=key.required,
+        api_key_env=key.env,
+        control_ports=ranks.control_ports,
+        alerts=plan_alerts(given),
+        accepted_rules=accepted,
         version=settings.version,
         flags=flags,
     )
-    return plan, warnings
 
 
 def plan_sparks(
@@ -473,34 +281,53 @@ def plan_sparks(
         if problems:
             return plans, problems, warnings
     for name, (spark, engine) in engines.items():
-        place = topology[name]
-        multinode = multinode_of(place) if together else None
-        model = spark.model_folder(spark.model_repo) if spark.model_repo else None
-        draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
-        try:
-            model_class = (models or {}).get(name)
-            plans[name], found = plan_engine(
-                engine,
-                model,
-                draft,
-                multinode,
-                model_class,
-                (shipped or {}).get(name, ()),
-                api_key=name in keyed,
-            )
-            # The engine takes turns with the Spark's GPU services (gpu_services).
-            gpu_units = tuple(service.unit for service in spark.gpu_services)
-            plans[name] = replace(plans[name], conflicts=plans[name].conflicts + gpu_units)
-            if gpu_units and together:
-                problems.append(
-                    f"host '{name}', key 'gpu_services': not yet on Sparks serving one model "
-                    "together (the engine's ranks would have to hand the GPU over together)"
-                )
-        except EnginePlanError as error:
-            problems += [f"host '{name}', key 'engine': {problem}" for problem in error.problems]
-            found = error.warnings
-        warnings += [f"host '{name}', key 'engine': {warning}" for warning in found]
+        multinode = multinode_of(topology[name]) if together else None
+        plan, found, said = _plan_spark(
+            name,
+            spark,
+            engine,
+            multinode,
+            (models or {}).get(name),
+            (shipped or {}).get(name, ()),
+            keyed=name in keyed,
+        )
+        if plan is not None:
+            plans[name] = plan
+        problems += found
+        warnings += said
     return plans, problems, warnings
+
+
+def _plan_spark(
+    name: str,
+    spark: SparkSettings,
+    engine: EngineSettings,
+    multinode: MultiNode | None,
+    model_class: ModelClass | UnknownModel | None,
+    shipped: tuple[Shipped, ...],
+    keyed: bool,
+) -> tuple[EnginePlan | None, list[str], list[str]]:
+    """One Spark's plan (None when it may not start), its problems and its warnings, each
+    as "host 'NAME', key 'engine': ..."."""
+    where = f"host '{name}', key 'engine'"
+    model = spark.model_folder(spark.model_repo) if spark.model_repo else None
+    draft = spark.model_folder(spark.draft_model_repo) if spark.draft_model_repo else None
+    # The engine takes turns with the Spark's GPU services (gpu_services).
+    gpu_units = tuple(service.unit for service in spark.gpu_services)
+    try:
+        plan, found = plan_engine(
+            engine, model, draft, multinode, model_class, shipped, keyed, gpu_units
+        )
+    except EnginePlanError as error:
+        problems = [f"{where}: {problem}" for problem in error.problems]
+        return None, problems, [f"{where}: {warning}" for warning in error.warnings]
+    problems = []
+    if gpu_units and multinode is not None:
+        problems.append(
+            f"host '{name}', key 'gpu_services': not yet on Sparks serving one model "
+            "together (the engine's ranks would have to hand the GPU over together)"
+        )
+    return plan, problems, [f"{where}: {warning}" for warning in found]
 
 
 # What the Sparks serving one model must share: the engine and the model, key by key.

@@ -310,11 +310,15 @@ def check_rules(
     args: Mapping[str, Any],
     env: Mapping[str, str],
     model: ModelClass | UnknownModel | None = None,
+    *,
+    catalogue: Catalogue | None = None,
 ) -> list[Violation]:
     """Every rule of this engine that ``settings``/``args``/``env`` break, in file order.
-    ``model`` is the model's class, or why it is unknown (None: not given)."""
+    ``model`` is the model's class, or why it is unknown (None: not given); ``catalogue``
+    the pinned release's (looked up when not given)."""
     model = model if model is not None else UnknownModel("no config.json was read")
-    catalogue = load_catalogue(settings.name, settings.version)
+    if catalogue is None:
+        catalogue = load_catalogue(settings.name, settings.version)
     book = load_book()
     canonical = {_canonical(catalogue, flag): value for flag, value in args.items()}
     context = _Context(settings, catalogue, canonical, env, book.ways.get(settings.name, {}))

@@ -129,6 +129,24 @@ class Catalogue:
         """Whether ``name`` with ``value`` passes ``check_flags`` for this release."""
         return not _problems_for(self, name, value)
 
+    def check(self, args: Mapping[str, object]) -> list[str]:
+        """Every problem with ``args`` for this release; empty when all are valid."""
+        return [
+            problem for name, value in args.items() for problem in _problems_for(self, name, value)
+        ]
+
+    def argv(self, args: Mapping[str, Any]) -> list[str]:
+        """``args`` as command-line words (``to_argv``)."""
+        return _argv(self, args)
+
+    def spelling_notes(self, args: Mapping[str, object]) -> list[str]:
+        """``spelling_notes`` for this release."""
+        return _spelling_notes(self, args)
+
+    def unread_env(self, env: Mapping[str, str]) -> list[str]:
+        """``unread_env`` for this release."""
+        return _unread_env(self, env)
+
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
@@ -176,11 +194,7 @@ def renames(engine: str) -> dict[str, Any]:
 
 def check_flags(engine: str, version: str, args: Mapping[str, object]) -> list[str]:
     """Every problem with ``args`` for ``engine`` ``version``; empty when all are valid."""
-    catalogue = load_catalogue(engine, version)
-    problems: list[str] = []
-    for name, value in args.items():
-        problems += _problems_for(catalogue, name, value)
-    return problems
+    return load_catalogue(engine, version).check(args)
 
 
 def _problems_for(catalogue: Catalogue, name: str, value: Any) -> list[str]:
@@ -384,7 +398,10 @@ def to_argv(engine: str, version: str, args: Mapping[str, Any]) -> list[str]:
     Command-line words for checked args: a ``True`` flag bare, a list spread after the flag
     (or the flag repeated per item for ``append`` flags), a dict or JSON list as one JSON word.
     """
-    catalogue = load_catalogue(engine, version)
+    return load_catalogue(engine, version).argv(args)
+
+
+def _argv(catalogue: Catalogue, args: Mapping[str, Any]) -> list[str]:
     words: list[str] = []
     for name, value in args.items():
         spec = catalogue.spec(catalogue.canonical(name))
@@ -479,7 +496,10 @@ def spelling_notes(engine: str, version: str, args: Mapping[str, object]) -> lis
     """How the release reads flags written as abbreviations (argparse prefix matching): the
     unit writes the full name, so a later release that adds a flag with the same prefix
     cannot change its meaning."""
-    catalogue = load_catalogue(engine, version)
+    return load_catalogue(engine, version).spelling_notes(args)
+
+
+def _spelling_notes(catalogue: Catalogue, args: Mapping[str, object]) -> list[str]:
     notes = []
     for name in args:
         reading = catalogue.read(name)
@@ -497,7 +517,11 @@ ENV_PREFIXES = {"sglang": ("SGLANG_", "SGL_"), "vllm": ("VLLM_",)}
 def unread_env(engine: str, version: str, env: Mapping[str, str]) -> list[str]:
     """The engine's own variables (SGLANG_*, VLLM_*) in ``env`` that this release does not
     read, when its catalogue records what it reads: they have no effect there."""
-    catalogue = load_catalogue(engine, version)
+    return load_catalogue(engine, version).unread_env(env)
+
+
+def _unread_env(catalogue: Catalogue, env: Mapping[str, str]) -> list[str]:
+    engine = catalogue.engine
     if catalogue.env is None:
         return []
     notes = []

@@ -91,8 +91,12 @@ def managed_placeholders(engine: str, version: str) -> dict[str, str]:
     A profile flag (or JSON key) is managed when its value holds a ``{placeholder}``: the
     model folder, bind address, port, context length, draft folder, the pair's addresses ...
     """
-    catalogue = load_catalogue(engine, version)
-    engine_profile = profile(engine)
+    return placeholders_of(load_catalogue(engine, version))
+
+
+def placeholders_of(catalogue: Catalogue) -> dict[str, str]:
+    """``managed_placeholders`` of the release ``catalogue`` describes."""
+    engine_profile = profile(catalogue.engine)
     multinode = engine_profile["multinode"]
     ray = multinode.get("ray") or {}
     sections = (

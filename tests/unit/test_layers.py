@@ -145,3 +145,46 @@ def test_no_deploy_module_imports_the_build_time_tools():
         if module.startswith("sparkdeploy") and any(t.startswith("tools") for t in targets)
     )
     assert users == []
+
+
+# The rooms of engine_plan in the order data flows through them: each module may import only
+# the ones before it. Knowledge applied to settings first (the effective flags and
+# environment, the GB10 rules, the alerts), then the units and their command lines, the
+# planners that each return their part of the plan, the pipeline that composes EnginePlan,
+# and last what reads a finished plan.
+ENGINE_PLAN_ROOMS = (
+    "effective",
+    "rules",
+    "alerts",
+    "launch",
+    "planners",
+    "mounts",
+    "plan",
+    "image_check",
+    "linktest",
+)
+
+
+def test_engine_plan_rooms_import_only_the_rooms_before_them():
+    package = "sparkdeploy.engine_plan"
+    modules = {
+        module: targets
+        for module, targets in graph("sparkdeploy").items()
+        if module.startswith(package + ".")
+    }
+    assert sorted(m.rsplit(".", 1)[1] for m in modules) == sorted(ENGINE_PLAN_ROOMS)
+    order = {f"{package}.{room}": index for index, room in enumerate(ENGINE_PLAN_ROOMS)}
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in modules.items()
+        for target in targets
+        if target in order and order[target] >= order[module]
+    ]
+    assert wrong == []
+
+
+def test_engine_plan_rooms_say_what_they_may_import():
+    """Each new room of engine_plan names its room and what it may import in its docstring."""
+    for room in ("launch", "planners", "mounts", "plan"):
+        text = ast.get_docstring(ast.parse((PACKAGE / "engine_plan" / f"{room}.py").read_text()))
+        assert text is not None and "Room: engine_plan. May import config and knowledge" in text
