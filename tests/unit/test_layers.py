@@ -145,3 +145,21 @@ def test_no_deploy_module_imports_the_build_time_tools():
         if module.startswith("sparkdeploy") and any(t.startswith("tools") for t in targets)
     )
     assert users == []
+
+
+def test_probes_know_only_their_feature():
+    """The host-state fact's probes (facts/probes/) are pure: no pyinfra, and nothing of the
+    facts that run them (only the probes' own base module)."""
+    reaching = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph("sparkdeploy").items()
+        if module.startswith("sparkdeploy.facts.probes")
+        for target in targets
+        if part(target) == "facts" and not target.startswith("sparkdeploy.facts.probes")
+    )
+    touching = sorted(
+        module_name(path)
+        for path in (PACKAGE / "facts" / "probes").rglob("*.py")
+        if any(m.split(".")[0] == "pyinfra" for m in imports(path))
+    )
+    assert reaching == [] and touching == []
