@@ -17,8 +17,8 @@ from sparkdeploy.config.paths import (
     ENGINE_FILE_GLOBS,
     FABRIC_GUARD_UNIT_NAME,
     MCP_UNIT_NAME,
-    managed_files,
 )
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.facts.probes import HostQuery, Probe, operator_home, owned_lines
 from sparkdeploy.facts.probes.engine_files import EngineFiles
 from sparkdeploy.facts.probes.fabric import FabricGuard

@@ -163,3 +163,16 @@ def test_probes_know_only_their_feature():
         if any(m.split(".")[0] == "pyinfra" for m in imports(path))
     )
     assert reaching == [] and touching == []
+
+
+def test_config_knows_no_plans_shape():
+    """No Protocol in config/ mirrors a plan: what reads a plan lives beside it
+    (engine_plan/files.py holds the plan's managed files)."""
+    protocols = sorted(
+        f"{module_name(path)}.{node.name}"
+        for path in (PACKAGE / "config").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).endswith("Protocol") for base in node.bases)
+    )
+    assert protocols == []
