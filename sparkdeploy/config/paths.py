@@ -1,18 +1,18 @@
 """
-Where things live on a Spark, and the registry of every file the deploy writes whole.
+Where things live on a Spark, and the shape of a file the deploy writes whole.
 
-Fixed paths are decided by DGX OS or by this project, never by the inventory. Every managed
-file is declared once, here, as a ``ManagedFile``: its path, mode, owner, which fact reads
-its checksum and how it is checked before it goes live. ``managed_files`` lists the files of
-one Spark; the coarse facts take their arguments from it and ``managed_file`` refuses any
-path that is not in it, so a new file cannot be silently rewritten on every run.
+Fixed paths are decided by DGX OS or by this project, never by the inventory. A managed file
+is declared as a ``ManagedFile``: its path, mode, owner, which fact reads its checksum and
+how it is checked before it goes live. ``host_files`` declares the Spark's own, from its
+settings; the engine plan's are declared beside the plan (``engine_plan/files.py``, which
+knows the plan's shape: nothing here does), and ``engine_plan.files.managed_files`` is the
+only list of a Spark's managed files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from sparkdeploy.config.spark import SparkSettings
@@ -164,42 +164,10 @@ class ManagedFile:
         return self.path.startswith(HOME)
 
 
-class ServiceFiles(Protocol):
-    @property
-    def unit(self) -> str: ...
-
-    @property
-    def unit_base(self) -> str: ...
-
-
-class PlanFiles(Protocol):
-    """What the registry reads of an engine plan (``engine_plan.plan.EnginePlan``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def services(self) -> Iterable[ServiceFiles]: ...
-
-    @property
-    def writes_alerts(self) -> bool: ...
-
-    @property
-    def api_key_file(self) -> str: ...
-
-    @property
-    def shipped(self) -> Iterable[ShippedFile]: ...
-
-
-class ShippedFile(Protocol):
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-
-def _host_files(spark: SparkSettings) -> list[ManagedFile]:
+def host_files(spark: SparkSettings) -> list[ManagedFile]:
+    """The files the deploy writes whole on a Spark whatever its engine plan: the scripts,
+    the hf environment and token, and those of the features ``spark`` turns on (the QSFP
+    fabric, the MCP server, GPU services). The plan's own are ``engine_plan.files``."""
     files = [
         ManagedFile(HF_ENV_FILE),
         ManagedFile(HF_PROFILE),
@@ -238,52 +206,3 @@ def gpu_switch_names(spark: SparkSettings) -> list[str]:
     """The names spark-gpu-switch takes on this Spark: the engine's, then each service's."""
     names = ["engine"] if spark.engine is not None else []
     return names + [service.name for service in spark.gpu_services]
-
-
-def engine_config_files(plan: PlanFiles) -> list[str]:
-    """The files that make up how the engine runs (what a rollback puts back): the
-    container environment, the units and the files shipped with it (engine.files, mods)."""
-    return [
-        CONTAINER_ENV.format(name=plan.name),
-        *(ENGINE_UNIT.format(unit=service.unit) for service in plan.services),
-        *(shipped_path(plan.name, item.kind, item.name) for item in plan.shipped),
-    ]
-
-
-def engine_files(plan: PlanFiles | None) -> list[ManagedFile]:
-    """The files an engine plan writes: the container environment, a unit and a sudoers
-    file per service, and the Prometheus files when the plan writes alerts."""
-    if plan is None:
-        return []
-    # The container environment is root's alone (docker reads it as root): engine.env may
-    # hold values other local users must not read (issue 22).
-    files = [ManagedFile(CONTAINER_ENV.format(name=plan.name), mode="600", secret=True)]
-    for service in plan.services:
-        files += [
-            ManagedFile(ENGINE_UNIT.format(unit=service.unit)),
-            ManagedFile(
-                ENGINE_SUDOERS.format(name=service.unit_base),
-                mode="440",
-                validate="visudo -cf {path}",
-            ),
-        ]
-    if plan.api_key_file:
-        files.append(ManagedFile(plan.api_key_file, mode="600", secret=True))
-    if plan.writes_alerts:
-        files += [
-            ManagedFile(PROMETHEUS_RULES.format(name=plan.name)),
-            ManagedFile(PROMETHEUS_SCRAPE.format(name=plan.name)),
-        ]
-    files += [
-        ManagedFile(
-            shipped_path(plan.name, item.kind, item.name),
-            mode="755" if item.kind == "mod" else "644",
-        )
-        for item in plan.shipped
-    ]
-    return files
-
-
-def managed_files(spark: SparkSettings, plan: PlanFiles | None) -> dict[str, ManagedFile]:
-    """Every file the deploy writes whole on one Spark, by path: the only such list."""
-    return {file.path: file for file in [*_host_files(spark), *engine_files(plan)]}

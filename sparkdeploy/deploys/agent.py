@@ -36,7 +36,8 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.managed import managed_file
 from sparkdeploy.deploys.venv import shipped_lock, venv_commands
 from sparkdeploy.escape import shell
-from sparkdeploy.facts.host_state import MCP_DIGEST, host_state
+from sparkdeploy.facts.host_state import host_state
+from sparkdeploy.facts.probes.mcp import MCP_DIGEST
 from sparkdeploy.knowledge.locks import top_level
 from sparkdeploy.render import render
 

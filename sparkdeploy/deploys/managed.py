@@ -15,7 +15,8 @@ from io import StringIO
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
-from sparkdeploy.config.paths import HOME, OPERATOR, ManagedFile, managed_files
+from sparkdeploy.config.paths import HOME, OPERATOR, ManagedFile
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import FileState, HostState, host_state
 

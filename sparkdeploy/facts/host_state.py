@@ -1,49 +1,40 @@
 """
 The host-state fact: everything host preparation manages, read in one round trip, with its
-arguments built from the settings, the plan and the managed-file registry.
+arguments built from the settings, the plan and the managed-file registry. It is composed of
+probes (``facts/probes/``), one per feature: it runs their lines one after the other and
+hands each output line to the probe that owns its kind.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pyinfra import host
 from pyinfra.api import FactBase, Host
 
 from sparkdeploy.config.paths import (
     ENGINE_FILE_GLOBS,
-    FABRIC_GUARD,
-    FABRIC_GUARD_TABLE,
-    FABRIC_GUARD_UNIT,
     FABRIC_GUARD_UNIT_NAME,
-    GAI_CONF,
-    HF_CLI_VENV,
-    HOME,
-    IMAGE_READINGS,
-    MANAGED_HEADER,
-    MCP_CONTEXT,
-    MCP_DIR,
-    MCP_LIB,
-    MCP_UNIT,
     MCP_UNIT_NAME,
-    MCP_USER,
-    MCP_VENV,
-    ROLLBACK_KEPT,
-    SHARED_FOLDERS,
-    managed_files,
 )
-from sparkdeploy.escape import shell
+from sparkdeploy.engine_plan.files import managed_files
+from sparkdeploy.facts.probes import HostQuery, Probe, operator_home, owned_lines
+from sparkdeploy.facts.probes.engine_files import EngineFiles
+from sparkdeploy.facts.probes.fabric import FabricGuard
+from sparkdeploy.facts.probes.files import FileState, ManagedFiles
+from sparkdeploy.facts.probes.gai import GaiIpv4
+from sparkdeploy.facts.probes.hf_cli import HfCliVenv
+from sparkdeploy.facts.probes.image import Image
+from sparkdeploy.facts.probes.mcp import McpServer
+from sparkdeploy.facts.probes.models import ModelChecks
+from sparkdeploy.facts.probes.packages import Packages
+from sparkdeploy.facts.probes.units import Units
+from sparkdeploy.facts.probes.user import UserHomes
 from sparkdeploy.facts.store import gathered
-from sparkdeploy.render import file_text
 
-
-@dataclass(frozen=True)
-class FileState:
-    sha256: str
-    mode: str  # octal, as stat prints it: "644"
-    user: str
-    group: str
+__all__ = ["FileState", "HostState", "SparkHostState", "host_state"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,64 +61,34 @@ class HostState:
     # Spark ("" when not); its unit's state is in ``units`` when it is wanted
     mcp: dict[str, str] = field(default_factory=dict)
     hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
-    fabric: dict[str, str] = field(default_factory=dict)  # FABRIC_LINES: "table", "present"
+    fabric: dict[str, str] = field(default_factory=dict)  # probes/fabric.py: "table", "present"
 
 
-# Installed driver packages (and python3-venv, nftables) with their versions, and apt-mark's holds,
-# as `pkg NAME VERSION` and `hold NAME` lines; read without sudo.
-PACKAGE_LINES = (
-    "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
-    " 'nvidia-driver-*' python3-venv nftables 2>/dev/null"
-    " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3}'",
-    "apt-mark showhold 2>/dev/null | sed 's/^/hold /'",
+PACKAGES = Packages()
+FILES = ManagedFiles()
+GAI = GaiIpv4()
+HF_CLI = HfCliVenv()
+USER = UserHomes()
+ENGINE_FILES = EngineFiles()
+UNITS = Units()
+IMAGE = Image()
+MCP = McpServer()
+FABRIC = FabricGuard()
+MODELS = ModelChecks()
+# In the order their lines run; each owns its kinds, and a line no probe owns is ignored.
+PROBES: tuple[Probe[object], ...] = (
+    PACKAGES,
+    FILES,
+    GAI,
+    HF_CLI,
+    USER,
+    ENGINE_FILES,
+    UNITS,
+    IMAGE,
+    MCP,
+    FABRIC,
+    MODELS,
 )
-
-
-def parse_packages(output: list[str]) -> tuple[dict[str, str], frozenset[str]]:
-    """The `pkg` and `hold` lines of PACKAGE_LINES: package -> version, and the held ones."""
-    packages: dict[str, str] = {}
-    holds: set[str] = set()
-    for line in output:
-        kind, _, rest = line.partition(" ")
-        fields = rest.split()
-        if kind == "pkg" and len(fields) == 2:
-            packages[fields[0]] = fields[1]
-        elif kind == "hold" and fields:
-            holds.add(fields[0])
-    return packages, frozenset(holds)
-
-
-MODEL_CHECK = file_text("model_check.py")
-# The MCP server's state (HostState.mcp), read whether it is wanted or not (to retire it).
-# The hash lock a venv was made from (knowledge/locks.py), kept in it once pip installed
-# everything it lists (deploys/venv.py): read as its sha256, "" when absent.
-LOCK_STAMP = "spark-deploy.lock"
-HF_CLI_STAMP = HF_CLI_VENV + "/" + LOCK_STAMP
-MCP_STAMP = MCP_VENV + "/" + LOCK_STAMP
-MCP_DIGEST = MCP_LIB + "/DIGEST"
-
-
-def stamp_line(label: str, stamp: str) -> str:
-    """`LABEL SHA256` of a venv's lock stamp (`LABEL ` alone when there is none)."""
-    return f"printf '{label} %s\\n' \"$([ -f {stamp} ] && sha256sum < {stamp} | cut -d' ' -f1)\""
-
-
-MCP_LINES = (
-    stamp_line("mcp venv", MCP_STAMP),
-    f"printf 'mcp lib %s\\n' \"$(cat {MCP_DIGEST} 2>/dev/null)\"",
-    f"printf 'mcp user %s\\n' \"$(id -nG {MCP_USER} 2>/dev/null)\"",
-    f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
-    " && echo 'mcp present 1' || echo 'mcp present 0'",
-)
-# The fabric guard (HostState.fabric): "table" 1 when its nftables table is loaded, "present"
-# 1 when its file or unit is on the Spark (read whether it is wanted or not, to retire it).
-FABRIC_LINES = (
-    f"nft list table {FABRIC_GUARD_TABLE} >/dev/null 2>&1"
-    " && echo 'fabric table 1' || echo 'fabric table 0'",
-    f"{{ [ -e {FABRIC_GUARD} ] || [ -e {FABRIC_GUARD_UNIT} ]; }}"
-    " && echo 'fabric present 1' || echo 'fabric present 0'",
-)
-GAI_LINE_RE = r"^precedence[[:space:]]+::ffff:0:0/96[[:space:]]+100$"
 
 
 class SparkHostState(FactBase):
@@ -176,131 +137,37 @@ class SparkHostState(FactBase):
         owned_globs: tuple[str, ...] = (),
         image: str = "",
     ) -> str:
-        quoted_user = shell(user)
-        files = " ".join(shell(path) for path in paths if not path.startswith(HOME))
-        at_home = [path[len(HOME) :] for path in paths if path.startswith(HOME)]
+        query = HostQuery(user, paths, models, units, owned_globs, image)
         return "\n".join(
-            [
-                *PACKAGE_LINES,
-                # st PATH [NAME]: the state of a file, printed under NAME (default PATH); a
-                # symlink reads as absent (it is replaced, never followed: root reads no file
-                # another account points it at, and no FIFO that would hang the fact)
-                'st() { if [ -f "$1" ] && [ ! -L "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
-                ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
-                ' else printf "file %s -\\n" "${2:-$1}"; fi; }',
-                f'for f in {files}; do st "$f"; done',
-                f"home=$(getent passwd {quoted_user} | cut -d: -f6)",
-                *(
-                    f'[ -z "$home" ] || st "$home"/{shell(path)} {shell(HOME + path)}'
-                    for path in at_home
-                ),
-                f"grep -qE '{GAI_LINE_RE}' {GAI_CONF} 2>/dev/null && echo 'gai 1' || echo 'gai 0'",
-                f"v=$(ls -d {HF_CLI_VENV}/lib/python3*/site-packages/huggingface_hub-*.dist-info"
-                " 2>/dev/null | head -n1)",
-                'printf "hfcli %s\\n" "$(basename "$v" .dist-info | sed -n "s/^huggingface_hub-//p")"',
-                stamp_line("hflock", HF_CLI_STAMP),
-                f'printf "user %s %s\\n" "$home" "$(id -gn {quoted_user} 2>/dev/null)"',
-                'printf "sshhome %s\\n" "$(getent passwd "${SUDO_USER:-$(id -un)}" | cut -d: -f6)"',
-                *(
-                    [
-                        f"for f in {' '.join(owned_globs)}; do"
-                        ' [ -e "$f" ] || continue; case "$f" in'
-                        f" {'|'.join(folder + '*' for folder in SHARED_FOLDERS)})"
-                        f' head -n 1 "$f" | grep -qF {shell(MANAGED_HEADER)}'
-                        ' || { printf "foreign %s\\n" "$f"; continue; };; esac;'
-                        ' printf "owned %s\\n" "$f"; done'
-                    ]
-                    if owned_globs
-                    else []
-                ),
-                *(
-                    f'printf "unit %s %s %s\\n" {shell(unit)}'
-                    f' "$(systemctl is-active {shell(unit)})"'
-                    f' "$(systemctl is-enabled {shell(unit)} 2>/dev/null || echo absent)"'
-                    for unit in units
-                ),
-                *(
-                    [
-                        # the engine image: its ID, and what was read from it (by ID)
-                        f"id=$(docker image inspect -f '{{{{.Id}}}}' {shell(image)} 2>/dev/null)",
-                        'printf "image %s\\n" "${id:--}"',
-                        f'r={IMAGE_READINGS}/"${{id#sha256:}}".json',
-                        '[ -z "$id" ] || [ ! -s "$r" ] || printf "reading %s\\n" "$(cat "$r")"',
-                        f"[ -e {ROLLBACK_KEPT} ] && echo 'kept 1' || echo 'kept 0'",
-                    ]
-                    if image
-                    else []
-                ),
-                *MCP_LINES,
-                *FABRIC_LINES,
-                *(
-                    [
-                        f"python3 -I -c {shell(MODEL_CHECK)} {' '.join(map(shell, models))}"
-                        " | sed 's/^/model /'"
-                    ]
-                    if models
-                    else []
-                ),
-            ]
+            [operator_home(user), *(line for probe in PROBES for line in probe.lines(query))]
         )
 
     def process(self, output: list[str]) -> HostState:
-        packages, holds = parse_packages(output)
-        files: dict[str, FileState | None] = {}
-        values: dict[str, str] = {}
-        models: dict[str, dict] = {}
-        units: dict[str, tuple[str, str]] = {}
-        owned: set[str] = set()
-        foreign: set[str] = set()
-        reading: dict | None = None
-        mcp: dict[str, str] = {}
-        fabric: dict[str, str] = {}
-        for line in output:
-            kind, _, rest = line.partition(" ")
-            fields = rest.split()
-            if kind in ("pkg", "hold"):
-                continue  # parse_packages
-            if kind == "file" and fields:
-                files[fields[0]] = FileState(*fields[1:5]) if len(fields) == 5 else None
-            elif kind == "model":
-                result = json.loads(rest)
-                models[result["folder"]] = result
-            elif kind == "unit" and len(fields) == 3:
-                units[fields[0]] = (fields[1], fields[2])
-            elif kind == "owned" and fields:
-                owned.add(fields[0])
-            elif kind == "foreign" and fields:
-                foreign.add(fields[0])
-            elif kind in ("mcp", "fabric"):
-                key, _, value = rest.partition(" ")
-                (mcp if kind == "mcp" else fabric)[key] = value.strip()
-            elif kind == "reading":
-                try:
-                    reading = json.loads(rest)
-                except ValueError:
-                    reading = None  # a torn cache file: read the image again
-            else:
-                values[kind] = rest.strip()
-        home, _, group = values.get("user", "").partition(" ")
+        def read(probe: Probe[T]) -> T:
+            return probe.parse(owned_lines(probe, output))
+
+        packages, holds = read(PACKAGES)
+        owned, foreign = read(ENGINE_FILES)
+        hf, homes, image = read(HF_CLI), read(USER), read(IMAGE)
         return HostState(
             packages=packages,
             holds=holds,
-            files=files,
-            gai_ipv4=values.get("gai") == "1",
-            hf_cli=values.get("hfcli", ""),
-            user_home=home,
-            user_group=group,
-            ssh_home=values.get("sshhome", ""),
-            models=models,
-            units=units,
-            owned=frozenset(owned),
-            foreign=frozenset(foreign),
-            image_id="" if values.get("image", "-") == "-" else values["image"],
-            image_reading=reading,
-            kept=values.get("kept") == "1",
-            mcp=mcp,
-            hf_lock=values.get("hflock", ""),
-            fabric=fabric,
+            files=read(FILES),
+            gai_ipv4=read(GAI),
+            hf_cli=hf.version,
+            user_home=homes.user_home,
+            user_group=homes.user_group,
+            ssh_home=homes.ssh_home,
+            models=read(MODELS),
+            units=read(UNITS),
+            owned=owned,
+            foreign=foreign,
+            image_id=image.image_id,
+            image_reading=image.reading,
+            kept=image.kept,
+            mcp=read(MCP),
+            hf_lock=hf.lock,
+            fabric=read(FABRIC),
         )
 
 

@@ -15,7 +15,6 @@ from sparkdeploy.config.paths import ROLLBACK_BIN
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
-from sparkdeploy.facts.host_state import PACKAGE_LINES, parse_packages
 from sparkdeploy.facts.linktest import LinkResult, parse_result, result_line
 from sparkdeploy.facts.network import (
     Network,
@@ -25,6 +24,7 @@ from sparkdeploy.facts.network import (
     parse_captured,
 )
 from sparkdeploy.facts.preflight import Preflight, SparkPreflight
+from sparkdeploy.facts.probes.packages import PACKAGE_LINES, parse_packages
 
 STATUS_UNIT_PROPERTIES = ("ActiveState", "UnitFileState", "ActiveEnterTimestamp")
 API_HOST = "127.0.0.1"  # the engine binds there (or to every address): ask from the Spark

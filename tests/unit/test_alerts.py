@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from sparkdeploy.config.errors import InventoryError
-from sparkdeploy.config.paths import engine_files
 from sparkdeploy.engine_plan.alerts import template_values
+from sparkdeploy.engine_plan.files import engine_files
 from sparkdeploy.inventory import build_inventory
 from sparkdeploy.knowledge.metrics import metrics
 from sparkdeploy.render import render

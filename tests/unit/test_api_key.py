@@ -14,9 +14,10 @@ from typing import Any, ClassVar
 import pytest
 
 from sparkdeploy.config.errors import InventoryError
-from sparkdeploy.config.paths import API_KEY_MOUNT, managed_files
+from sparkdeploy.config.paths import API_KEY_MOUNT
 from sparkdeploy.deploys.engine.serve import api_key_text
 from sparkdeploy.deploys.engine.units import health_words, unit_text
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.inventory import Inventory, build_inventory

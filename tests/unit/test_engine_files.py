@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from sparkdeploy.config.errors import InventoryError
-from sparkdeploy.config.paths import MODS_MOUNT, managed_files
+from sparkdeploy.config.paths import MODS_MOUNT
 from sparkdeploy.deploys.engine.units import docker_run
 from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.engine_plan.plan import MODS_SCRIPT, EnginePlan
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.inventory import Inventory, build_inventory

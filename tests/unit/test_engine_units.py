@@ -239,7 +239,7 @@ def test_vllm_pair_without_the_ray_memory_monitor_off_is_refused():
 
 
 def test_each_unit_of_a_ray_pair_gets_its_own_sudoers_and_paths():
-    from sparkdeploy.config.paths import engine_files
+    from sparkdeploy.engine_plan.files import engine_files
 
     inv = inventory(RAY_VLLM, pair=True)
     assert [file.path for file in engine_files(inv.engine_plans["s1"])] == [

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from sparkdeploy.config.errors import InventoryError
-from sparkdeploy.config.paths import GPU_SUDOERS, managed_files
+from sparkdeploy.config.paths import GPU_SUDOERS
 from sparkdeploy.deploys.gpu import service_unit, switch_map
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.facts.status import SparkStatus, Status
 from sparkdeploy.inventory import Inventory, build_inventory
 from sparkdeploy.render import render

@@ -160,6 +160,7 @@ ENGINE_PLAN_ROOMS = (
     "planners",
     "mounts",
     "plan",
+    "files",
     "image_check",
     "linktest",
 )
@@ -188,3 +189,34 @@ def test_engine_plan_rooms_say_what_they_may_import():
     for room in ("launch", "planners", "mounts", "plan"):
         text = ast.get_docstring(ast.parse((PACKAGE / "engine_plan" / f"{room}.py").read_text()))
         assert text is not None and "Room: engine_plan. May import config and knowledge" in text
+
+
+def test_probes_know_only_their_feature():
+    """The host-state fact's probes (facts/probes/) are pure: no pyinfra, and nothing of the
+    facts that run them (only the probes' own base module)."""
+    reaching = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph("sparkdeploy").items()
+        if module.startswith("sparkdeploy.facts.probes")
+        for target in targets
+        if part(target) == "facts" and not target.startswith("sparkdeploy.facts.probes")
+    )
+    touching = sorted(
+        module_name(path)
+        for path in (PACKAGE / "facts" / "probes").rglob("*.py")
+        if any(m.split(".")[0] == "pyinfra" for m in imports(path))
+    )
+    assert reaching == [] and touching == []
+
+
+def test_config_knows_no_plans_shape():
+    """No Protocol in config/ mirrors a plan: what reads a plan lives beside it
+    (engine_plan/files.py holds the plan's managed files)."""
+    protocols = sorted(
+        f"{module_name(path)}.{node.name}"
+        for path in (PACKAGE / "config").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).endswith("Protocol") for base in node.bases)
+    )
+    assert protocols == []

@@ -162,7 +162,7 @@ def test_retiring_the_ray_units_of_a_vllm_pair_that_turned_native_is_said():
 def owned_lines(tmp_path, monkeypatch) -> list[str]:
     """The host-state fact's owned/foreign lines, its loop run by sh over a shared folder
     holding the deploy's sudoers file, an admin's own and a unit in a folder of the deploy."""
-    from sparkdeploy.facts import host_state as fact
+    from sparkdeploy.facts.probes import engine_files as fact
 
     shared, own = tmp_path / "sudoers.d", tmp_path / "spark-deploy"
     shared.mkdir()

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from sparkdeploy.config.paths import FABRIC_GUARD, FABRIC_GUARD_UNIT, managed_files
+from sparkdeploy.config.paths import FABRIC_GUARD, FABRIC_GUARD_UNIT
 from sparkdeploy.deploys.qsfp.guard import (
     NFTABLES,
     guard_loaded,
@@ -17,6 +17,7 @@ from sparkdeploy.deploys.qsfp.guard import (
     guard_text,
     nftables_installed,
 )
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.facts.host_state import SparkHostState
 from tests.unit.operations import HOST_STATE, given, host_state, pair, run, spark
 

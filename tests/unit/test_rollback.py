@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from pyinfra.api import OperationError
 
-from sparkdeploy.config.paths import ENGINE_HEALTH, ROLLBACK_BIN, engine_config_files
+from sparkdeploy.config.paths import ENGINE_HEALTH, ROLLBACK_BIN
 from sparkdeploy.deploys.engine.rollback import Keep, keep_of, kept_before_change
 from sparkdeploy.deploys.engine.serve import _check_health
+from sparkdeploy.engine_plan.files import engine_config_files
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.facts.status import SparkStatus
 from sparkdeploy.reports.status import Row, config_row

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
-from sparkdeploy.config.paths import ENGINE_HEALTH, ROLLBACK_BIN, engine_config_files
+from sparkdeploy.config.paths import ENGINE_HEALTH, ROLLBACK_BIN
+from sparkdeploy.engine_plan.files import engine_config_files
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state

@@ -29,7 +29,6 @@ from sparkdeploy.config.paths import (
     PROMETHEUS_SCRAPE,
     RAY_WAIT,
     ROLLBACK_BIN,
-    managed_files,
     shipped_path,
 )
 from sparkdeploy.config.spark import SparkSettings
@@ -38,6 +37,7 @@ from sparkdeploy.deploys.engine.units import DOCKER, health_words, unit_text
 from sparkdeploy.deploys.linktest import link_test_before_start
 from sparkdeploy.deploys.managed import differs, managed_file
 from sparkdeploy.engine_plan.alerts import template_values
+from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import redact_lines, shell
