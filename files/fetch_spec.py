@@ -46,6 +46,21 @@ class Head:
 
 
 @dataclass(frozen=True, kw_only=True)
+class FromHead:
+    """What a copy adds to the spec of its kind: the head's server it copies from, and how
+    long it waits for the head to have the thing whole."""
+
+    source: str  # the head's fabric address
+    port: int
+    wait_limit: int  # seconds
+    token_file: str = field(default="", metadata=LOCAL)
+
+    @property
+    def head(self) -> Head:
+        return Head(self.source, self.port, self.wait_limit, self.token_file)
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """What every job's spec says: its kind (the class) and what the laptop calls it."""
 
@@ -121,37 +136,21 @@ class ImageSpec(JobSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CopyModelSpec(ModelSpec):
+class CopyModelSpec(ModelSpec, FromHead):
     """A model folder copied from the head over the link, checked against the digests the
     deploy read from the head over SSH (``files``: name -> [size, sha256])."""
 
     kind: ClassVar[str] = "copy-model"
-    source: str  # the head's fabric address
-    port: int
-    wait_limit: int  # seconds the copy waits for the head to have the folder whole
     files: dict[str, Any] = field(default_factory=dict)
-    token_file: str = field(default="", metadata=LOCAL)
-
-    @property
-    def head(self) -> Head:
-        return Head(self.source, self.port, self.wait_limit, self.token_file)
 
 
 @dataclass(frozen=True, kw_only=True)
-class CopyImageSpec(ImageSpec):
+class CopyImageSpec(ImageSpec, FromHead):
     """An engine image copied from the head (its `docker save`), refused unless its ID is
     the one the deploy read from the head over SSH (``image_id``)."""
 
     kind: ClassVar[str] = "copy-image"
-    source: str
-    port: int
-    wait_limit: int
     image_id: str = ""
-    token_file: str = field(default="", metadata=LOCAL)
-
-    @property
-    def head(self) -> Head:
-        return Head(self.source, self.port, self.wait_limit, self.token_file)
 
 
 @dataclass(frozen=True, kw_only=True)
