@@ -45,14 +45,35 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+# The modules shipped with spark-fetch (fetch_spec.py, the job specs it shares with the
+# deploy): in LIB on the Spark, a root-owned 0755 folder (config/paths.py: FETCH_LIB), or
+# beside this file (files/, where the tests load it). Named here, not taken from the
+# environment or the working folder: run as `python3 -I`, it finds them and nothing else.
+LIB = "/usr/local/lib/spark-deploy"
+for _folder in (os.path.dirname(os.path.realpath(__file__)), LIB):
+    if _folder not in sys.path:
+        sys.path.insert(0, _folder)
+
+from fetch_spec import (  # noqa: E402 -- found through the folders above
+    DOCKER,
+    CopyImageSpec,
+    CopyModelSpec,
+    Head,
+    ImageSpec,
+    JobSpec,
+    ModelSpec,
+    ServeSpec,
+    SpecError,
+)
+
 JOBS = Path(os.environ.get("SPARK_FETCH_JOBS", "/var/lib/spark-deploy/fetch"))
 # Where the hf command's venv, spark-model-check and the image readings are: the deploy's
-# paths (config/paths.py), given in each job's spec.
+# paths (config/paths.py), given in each job's spec (fetch_spec.py).
 MARKER = ".spark-deploy-complete"  # spark-model-check's seal: the folder is complete
-DOCKER = "/usr/bin/docker"
 UNIT = "spark-fetch@{id}.service"
 # Free space the job leaves on a file system after what it will write (the deploy's margin:
 # a full root file system stops journald and sshd's logins before the download fails).
@@ -303,16 +324,16 @@ def file_sha256(root: int, name: str) -> tuple[int, str]:
 # --- model folders ---------------------------------------------------------------------
 
 
-def as_operator(spec: dict[str, Any]) -> dict[str, Any]:
+def as_operator(spec: ModelSpec) -> dict[str, Any]:
     """Popen arguments that run a command as the operator, with their home and the Hugging
     Face environment the deploy chose (their token is read from their home)."""
-    account = pwd.getpwnam(spec["user"])
+    account = pwd.getpwnam(spec.user)
     env = {
         "HOME": account.pw_dir,
-        "USER": spec["user"],
+        "USER": spec.user,
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
-        **spec.get("env", {}),
+        **spec.env,
     }
     return {
         "user": account.pw_uid,
@@ -323,10 +344,10 @@ def as_operator(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def hub_files(spec: dict[str, Any]) -> dict[str, int]:
+def hub_files(spec: ModelSpec) -> dict[str, int]:
     """The revision's files and sizes from the Hub ({} when the Hub does not answer)."""
     result = subprocess.run(
-        [f"{spec['hf_venv']}/bin/python", "-c", HUB_FILES, spec["repo"], spec["revision"]],
+        [f"{spec.hf_venv}/bin/python", "-c", HUB_FILES, spec.repo, spec.revision],
         capture_output=True,
         text=True,
         timeout=120,
@@ -334,7 +355,7 @@ def hub_files(spec: dict[str, Any]) -> dict[str, int]:
     )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"the Hub's file list of {spec['repo']} could not be read: {last}", flush=True)
+        print(f"the Hub's file list of {spec.repo} could not be read: {last}", flush=True)
         return {}
     listed = json.loads(result.stdout)
     # Names become paths under the folder (sizes, partial files): plain ones only (issue 22).
@@ -393,12 +414,12 @@ def remove_partial_files(folder: Path) -> None:
         os.close(root)
 
 
-def seal(spec: dict[str, Any]) -> None:
+def seal(spec: ModelSpec) -> None:
     """Check, as the operator, that the folder has every file an engine needs, and mark it
     complete (spark-model-check --seal); the job fails naming what is missing."""
-    tokenizer = "1" if spec["needs_tokenizer"] else "0"
+    tokenizer = "1" if spec.needs_tokenizer else "0"
     code, lines = watch(
-        [spec["model_check"], "--seal", spec["folder"], spec["want"], tokenizer],
+        [spec.model_check, "--seal", spec.folder, spec.want, tokenizer],
         lambda: None,
         **as_operator(spec),
     )
@@ -406,8 +427,8 @@ def seal(spec: dict[str, Any]) -> None:
         raise JobError(" | ".join(lines))
 
 
-def fetch_model(spec: dict[str, Any], status: Status) -> None:
-    folder = Path(spec["folder"])
+def fetch_model(spec: ModelSpec, status: Status) -> None:
+    folder = Path(spec.folder)
     operator = as_operator(spec)
     status.update(force=True, phase="listing", done=0, total=None)
     files = hub_files(spec)
@@ -417,19 +438,19 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
     done = folder_bytes(folder, files)
     status.update(force=True, phase="download", done=done, total=total)
     if total:
-        check_room(f"{spec['repo']} ({human(total)})", str(folder), total - done)
-    account = pwd.getpwnam(spec["user"])
+        check_room(f"{spec.repo} ({human(total)})", str(folder), total - done)
+    account = pwd.getpwnam(spec.user)
     folder.mkdir(parents=True, exist_ok=True)
     # The folder itself, never what a symlink in its place points to (issue 22).
     os.chown(folder, account.pw_uid, operator["group"], follow_symlinks=False)
-    print(f"downloading {spec['repo']}@{spec['revision']} into {folder}", flush=True)
+    print(f"downloading {spec.repo}@{spec.revision} into {folder}", flush=True)
     code, lines = watch(
         [
-            f"{spec['hf_venv']}/bin/hf",
+            f"{spec.hf_venv}/bin/hf",
             "download",
-            spec["repo"],
+            spec.repo,
             "--revision",
-            spec["revision"],
+            spec.revision,
             "--local-dir",
             str(folder),
             "--quiet",
@@ -438,18 +459,18 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
         **operator,
     )
     if code != 0:
-        raise JobError(f"hf download {spec['repo']} failed (exit {code}): " + " | ".join(lines))
+        raise JobError(f"hf download {spec.repo} failed (exit {code}): " + " | ".join(lines))
     status.update(force=True, done=folder_bytes(folder, files))
-    wanted = REPAIRABLE if spec["needs_tokenizer"] else REPAIRABLE[:1]
+    wanted = REPAIRABLE if spec.needs_tokenizer else REPAIRABLE[:1]
     missing = [name for name in wanted if not (folder / name).is_file()]
-    if spec.get("base_repo") and missing:
+    if spec.base_repo and missing:
         status.update(force=True, phase="repair")
-        print(f"fetching {', '.join(missing)} from {spec['base_repo']}", flush=True)
+        print(f"fetching {', '.join(missing)} from {spec.base_repo}", flush=True)
         code, lines = watch(
             [
-                f"{spec['hf_venv']}/bin/hf",
+                f"{spec.hf_venv}/bin/hf",
                 "download",
-                spec["base_repo"],
+                spec.base_repo,
                 *missing,
                 "--local-dir",
                 str(folder),
@@ -459,7 +480,7 @@ def fetch_model(spec: dict[str, Any], status: Status) -> None:
             **operator,
         )
         if code != 0:
-            raise JobError(f"hf download {spec['base_repo']} failed: " + " | ".join(lines))
+            raise JobError(f"hf download {spec.base_repo} failed: " + " | ".join(lines))
     status.update(force=True, phase="seal")
     seal(spec)
 
@@ -593,25 +614,25 @@ def last_line(lines: list[str]) -> str:
 FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w.-]*)")
 
 
-def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, Any]:
+def read_image(image: str, spec: ImageSpec, status: Status) -> dict[str, Any]:
     """What the deploy checks an engine against, read once per image ID: its ID, digests,
     entrypoint and command, the engine release inside, whether it has `ray`, and the flags
     the engine's own --help lists. Cached in the readings folder as <id>.json."""
     found = image_id(image)
     if not found:
         raise JobError(f"{image} is not on this Spark after the pull")
-    readings = Path(spec["readings"])
+    readings = Path(spec.readings)
     cache = readings / f"{found.removeprefix('sha256:')}.json"
     if cache.exists():
         reading = json.loads(cache.read_text())
-        if reading.get("engine") == spec["engine"]:
+        if reading.get("engine") == spec.engine:
             return reading
     status.update(force=True, phase="read")
     inspected = json.loads(docker("image", "inspect", image).stdout)[0]
     config = inspected.get("Config") or {}
     result = docker(
         "run", "--rm", "--pull", "never", "--network", "none", "--entrypoint", "sh",
-        found, "-c", spec["read_script"],
+        found, "-c", spec.read_script,
     )  # fmt: skip
     release, ray, help_lines, section = "", False, [], ""
     for line in result.stdout.splitlines():
@@ -627,7 +648,7 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
     reading = {
         "id": found,
         "image": image,
-        "engine": spec["engine"],
+        "engine": spec.engine,
         "repo_digests": inspected.get("RepoDigests") or [],
         "entrypoint": config.get("Entrypoint") or [],
         "cmd": config.get("Cmd") or [],
@@ -640,7 +661,7 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
     temporary = cache.with_suffix(".tmp")
     temporary.write_text(json.dumps(reading) + "\n")
     temporary.replace(cache)
-    print(f"read {image} ({found[:19]}): {spec['engine']} {release or 'release not found'}, "
+    print(f"read {image} ({found[:19]}): {spec.engine} {release or 'release not found'}, "
           f"ray {'yes' if ray else 'no'}, {len(flags)} flags", flush=True)  # fmt: skip
     return reading
 
@@ -648,20 +669,20 @@ def read_image(image: str, spec: dict[str, Any], status: Status) -> dict[str, An
 CONFIG_LIMIT = 1024 * 1024  # bytes of the operator's docker config.json read at most
 
 
-def operator_auths(spec: dict[str, Any]) -> dict[str, Any]:
+def operator_auths(spec: ImageSpec) -> dict[str, Any]:
     """The registry logins (``auths``) of the operator's docker config.json, opened without
     following a symlink and only when it is a regular file the operator owns; credential
     helpers (credsStore, credHelpers) are programs and are not carried over."""
-    path = Path(spec.get("docker_config") or "/nonexistent") / "config.json"
+    path = Path(spec.docker_config or "/nonexistent") / "config.json"
     try:
         fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
     except OSError:
         return {}
     with os.fdopen(fd, "rb") as source:
         info = os.fstat(fd)
-        owner = pwd.getpwnam(spec["user"]).pw_uid if spec.get("user") else -1
+        owner = pwd.getpwnam(spec.user).pw_uid if spec.user else -1
         if not stat.S_ISREG(info.st_mode) or info.st_uid != owner:
-            print(f"{path} is not a regular file of {spec.get('user')}: its logins are not used")
+            print(f"{path} is not a regular file of {spec.user}: its logins are not used")
             return {}
         try:
             config = json.loads(source.read(CONFIG_LIMIT))
@@ -684,7 +705,7 @@ def operator_auths(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def private_docker_config(spec: dict[str, Any]) -> str:
+def private_docker_config(spec: ImageSpec) -> str:
     """A fresh root-only (0700) DOCKER_CONFIG holding only the operator's registry logins:
     root's docker never reads the operator's ~/.docker, whose CLI hooks and plugins would
     run as root (issue 22). The caller removes it."""
@@ -697,8 +718,8 @@ def private_docker_config(spec: dict[str, Any]) -> str:
     return folder
 
 
-def fetch_image(spec: dict[str, Any], status: Status) -> None:
-    image = spec["image"]
+def fetch_image(spec: ImageSpec, status: Status) -> None:
+    image = spec.image
     if image_id(image):
         status.update(force=True, phase="present")
     elif image.startswith("sha256:"):
@@ -747,10 +768,11 @@ def token_file(job_id: str) -> str:
     return str(JOBS / "private" / f"{job_id}.token")
 
 
-def read_token(spec: dict[str, Any]) -> str:
-    """The run's token, read at each use (a later run writes a new one); "" when none."""
+def read_token(path: str) -> str:
+    """The run's token (in ``path``, the spec's ``token_file``), read at each use (a later
+    run writes a new one); "" when none."""
     try:
-        fd = os.open(spec.get("token_file") or "", os.O_RDONLY | FILE_FLAGS)
+        fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
     except OSError:
         return ""
     with os.fdopen(fd, "rb") as source:
@@ -837,10 +859,9 @@ def image_listing(image: str) -> dict[str, Any]:
     return {"ready": True, "id": found, "size": int(size) if size.isdigit() else 0}
 
 
-def allowed(spec: dict[str, Any]) -> set[str]:
-    """The addresses the server answers: the other Sparks' (a list; one address, as a
-    string, in the specs of earlier releases)."""
-    allow = spec["allow"]
+def allowed(allow: str | list[str]) -> set[str]:
+    """The addresses the server answers: the other Sparks' (the spec's ``allow``, a list;
+    one address, as a string, in the specs of earlier releases)."""
     return {allow} if isinstance(allow, str) else set(allow)
 
 
@@ -891,7 +912,7 @@ class CopyHandler(http.server.BaseHTTPRequestHandler):
 
     server_version = "spark-fetch"
     timeout = REQUEST_TIMEOUT
-    spec: dict[str, Any]
+    token_file: str  # the spec's: where the run's token is
     models: dict[str, str]  # want -> folder
     images: list[str]
     allow: set[str]
@@ -912,7 +933,7 @@ class CopyHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 -- http.server's name
         self.last[0] = time.monotonic()
-        refused = refusal(self, self.allow, read_token(self.spec))
+        refused = refusal(self, self.allow, read_token(self.token_file))
         if refused:
             self.reply(refused[0], {"error": refused[1]})
             return
@@ -982,16 +1003,16 @@ class CopyHandler(http.server.BaseHTTPRequestHandler):
             saving.wait()
 
 
-def copy_handler(spec: dict[str, Any], last: list[float]) -> type:
+def copy_handler(spec: ServeSpec, last: list[float]) -> type:
     """The request handler of ``serve``: the planned folders and images only."""
     return type(
         "Handler",
         (CopyHandler,),
         {
-            "spec": spec,
-            "models": dict(spec["models"]),
-            "images": list(spec["images"]),
-            "allow": allowed(spec),
+            "token_file": spec.token_file,
+            "models": dict(spec.models),
+            "images": list(spec.images),
+            "allow": allowed(spec.allow),
             "streams": threading.BoundedSemaphore(STREAMS),
             "saving": threading.Lock(),
             "last": last,
@@ -999,14 +1020,15 @@ def copy_handler(spec: dict[str, Any], last: list[float]) -> type:
     )
 
 
-def serve(spec: dict[str, Any], status: Status) -> None:
+def serve(spec: ServeSpec, status: Status) -> None:
     """Serve the planned folders and image to the other Sparks until stopped (or idle)."""
     last = [time.monotonic()]
-    server = CopyServer((spec["bind"], int(spec["port"])), copy_handler(spec, last))
+    server = CopyServer((spec.bind, int(spec.port)), copy_handler(spec, last))
     server.timeout = 5
     status.update(force=True, phase="serving")
-    print(f"serving copies on {spec['bind']}:{spec['port']} to {', '.join(sorted(allowed(spec)))}")
-    if not read_token(spec):
+    answered = ", ".join(sorted(allowed(spec.allow)))
+    print(f"serving copies on {spec.bind}:{spec.port} to {answered}")
+    if not read_token(spec.token_file):
         print("no token for this run: every request is refused (run the deploy again)")
     while time.monotonic() - last[0] < IDLE:
         server.handle_request()
@@ -1016,21 +1038,24 @@ def serve(spec: dict[str, Any], status: Status) -> None:
 
 @contextlib.contextmanager
 def head_get(
-    spec: dict[str, Any], route: str, headers: dict[str, str] | None = None, **query: str
+    head: Head, route: str, headers: dict[str, str] | None = None, **query: str
 ) -> Iterator[http.client.HTTPResponse]:
     """A GET to the head's server with the run's token (http.client: no redirect and no
     proxy is followed, so the token goes to the head's address only). A busy head (503) is
     asked again until the spec's wait_limit; any answer but 200 or 206 is an OSError."""
-    deadline = time.monotonic() + float(spec.get("wait_limit") or 0)
+    deadline = time.monotonic() + float(head.wait_limit or 0)
     while True:
         connection = http.client.HTTPConnection(
-            spec["source"], int(spec["port"]), timeout=REQUEST_TIMEOUT
+            head.source, int(head.port), timeout=REQUEST_TIMEOUT
         )
         try:
             connection.request(
                 "GET",
                 f"{route}?{urllib.parse.urlencode(query)}",
-                headers={"Authorization": f"Bearer {read_token(spec)}", **(headers or {})},
+                headers={
+                    "Authorization": f"Bearer {read_token(head.token_file)}",
+                    **(headers or {}),
+                },
             )
             response = connection.getresponse()
             if response.status != 503 or time.monotonic() > deadline:
@@ -1044,8 +1069,8 @@ def head_get(
         time.sleep(BUSY_WAIT)
 
 
-def head_json(spec: dict[str, Any], route: str, **query: str) -> dict[str, Any]:
-    with head_get(spec, route, None, **query) as response:
+def head_json(head: Head, route: str, **query: str) -> dict[str, Any]:
+    with head_get(head, route, None, **query) as response:
         data = response.read(JSON_LIMIT + 1)
     if len(data) > JSON_LIMIT:
         raise OSError(f"the head's answer to {route} is over {JSON_LIMIT} bytes")
@@ -1055,33 +1080,33 @@ def head_json(spec: dict[str, Any], route: str, **query: str) -> dict[str, Any]:
     return found
 
 
-def wait_for_head(spec: dict[str, Any], status: Status, path: str, **query: str) -> dict:
+def wait_for_head(head: Head, status: Status, path: str, **query: str) -> dict:
     """The head's listing once the head has the thing whole (it may still be fetching),
     waiting at most the deploy's fetch_timeout."""
-    deadline = time.monotonic() + float(spec["wait_limit"])
+    deadline = time.monotonic() + float(head.wait_limit)
     while True:
         try:
-            listing = head_json(spec, path, **query)
+            listing = head_json(head, path, **query)
         except (OSError, ValueError, http.client.HTTPException) as error:
             listing = {"ready": False, "error": str(error)}  # not up yet, or the link is down
         if listing.get("ready"):
             return listing
         if time.monotonic() > deadline:
             raise JobError(
-                f"the head ({spec['source']}) did not have {query} whole within "
-                f"{spec['wait_limit']} s: {listing.get('error') or 'it is still fetching'}"
+                f"the head ({head.source}) did not have {query} whole within "
+                f"{head.wait_limit} s: {listing.get('error') or 'it is still fetching'}"
             )
         status.update(force=True, phase="waiting", error="")
         time.sleep(5)
 
 
-def expected_files(spec: dict[str, Any]) -> dict[str, tuple[int, str]]:
+def expected_files(spec: CopyModelSpec) -> dict[str, tuple[int, str]]:
     """The files to copy: plain names (``copied_name``) with the size and sha256 the deploy
     read from the head over SSH (the spec's ``files``), never the head server's listing."""
-    files = spec.get("files")
+    files = spec.files
     if not isinstance(files, dict) or not files:
         raise JobError(
-            f"the copy of {spec.get('want')} has no digests of the head's files in its spec; "
+            f"the copy of {spec.want} has no digests of the head's files in its spec; "
             "run the deploy again (it reads them from the head over SSH)"
         )
     expected = {}
@@ -1105,12 +1130,12 @@ def resume(out: Any, size: int) -> Any:
     return hasher
 
 
-def receive(spec: dict[str, Any], name: str, out: Any, size: int, progress: Callable) -> Any:
+def receive(spec: CopyModelSpec, name: str, out: Any, size: int, progress: Callable) -> Any:
     """The rest of ``name`` from the head into ``out`` (resumed from its end), no byte past
     the declared ``size``: a longer or shorter answer is refused. Its sha256."""
     hasher, start = resume(out, size), out.tell()
     headers = {"Range": f"bytes={start}-"} if start else {}
-    with head_get(spec, "/file", headers, want=spec["want"], path=name) as response:
+    with head_get(spec.head, "/file", headers, want=spec.want, path=name) as response:
         if start and not (response.getheader("Content-Range") or "").startswith(f"bytes {start}-"):
             out.seek(0)  # the head sent the whole file
             out.truncate(0)
@@ -1137,7 +1162,7 @@ def receive(spec: dict[str, Any], name: str, out: Any, size: int, progress: Call
 
 
 def copy_file(
-    spec: dict[str, Any], root: int, name: str, want: tuple[int, str], owner: tuple[int, int],
+    spec: CopyModelSpec, root: int, name: str, want: tuple[int, str], owner: tuple[int, int],
     progress: Callable[[int], None],
 ) -> None:  # fmt: skip
     """One file from the head: kept when it is here whole (its sha256 checked), else copied
@@ -1177,13 +1202,13 @@ def copy_file(
         os.close(parent)
 
 
-def copy_model(spec: dict[str, Any], status: Status) -> None:
+def copy_model(spec: CopyModelSpec, status: Status) -> None:
     """Copy a complete model folder from the head: file by file, each resumed where it
     stopped and checked against its digest, then seal it as the head's was sealed."""
-    folder = Path(spec["folder"])
+    folder = Path(spec.folder)
     files = expected_files(spec)
-    wait_for_head(spec, status, "/model", want=spec["want"])
-    account = pwd.getpwnam(spec["user"])
+    wait_for_head(spec.head, status, "/model", want=spec.want)
+    account = pwd.getpwnam(spec.user)
     owner = (account.pw_uid, account.pw_gid)
     folder.mkdir(parents=True, exist_ok=True)
     root = open_folder(folder)
@@ -1195,7 +1220,7 @@ def copy_model(spec: dict[str, Any], status: Status) -> None:
             for name, (size, _) in files.items()
         )
         status.update(force=True, phase="copy", done=here, total=total)
-        check_room(f"{spec['want']} ({human(total)})", str(folder), total - here)
+        check_room(f"{spec.want} ({human(total)})", str(folder), total - here)
         finished = [0]
 
         def progress(current: int) -> None:
@@ -1301,7 +1326,7 @@ def pass_image(source: Any, sink: Any, image: str, expected: str, moved: Callabl
                 raise JobError(f"the image's tar from the head: {name} is not what it is named")
 
 
-def load_from_head(spec: dict[str, Any], image: str, expected: str, status: Status) -> None:
+def load_from_head(head: Head, image: str, expected: str, status: Status) -> None:
     """docker load of the head's ``docker save``, through ``pass_image``; the image then
     tagged ``image`` when the tar did not, and refused unless its ID is ``expected``."""
     loading = subprocess.Popen(
@@ -1315,7 +1340,7 @@ def load_from_head(spec: dict[str, Any], image: str, expected: str, status: Stat
         status.update(done=moved[0])
 
     try:
-        with head_get(spec, "/save", image=image) as response:
+        with head_get(head, "/save", image=image) as response:
             pass_image(response, loading.stdin, image, expected, count)
         loading.stdin.close()
     except BaseException:
@@ -1333,30 +1358,30 @@ def load_from_head(spec: dict[str, Any], image: str, expected: str, status: Stat
     status.update(force=True, done=moved[0], total=moved[0])
 
 
-def copy_image(spec: dict[str, Any], status: Status) -> None:
+def copy_image(spec: CopyImageSpec, status: Status) -> None:
     """Copy the image from the head (`docker save` there, `docker load` here), unless the
     ID the deploy read from the head over SSH is here already; then read it as a pulled
     one is read."""
-    image, expected = spec["image"], str(spec.get("image_id") or "")
+    image, expected = spec.image, str(spec.image_id or "")
     if not re.fullmatch(r"sha256:[0-9a-f]{64}", expected):
         raise JobError(
             f"the copy of {image} has no image ID of the head's in its spec; run the deploy "
             "again (it reads it from the head over SSH)"
         )
     if image_id(image) != expected:
-        listing = wait_for_head(spec, status, "/image", image=image)
+        listing = wait_for_head(spec.head, status, "/image", image=image)
         total = int(listing.get("size") or 0) or None
         status.update(force=True, phase="copy", done=0, total=total)
         if total:
             root = docker("info", "-f", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
             check_room(f"{image} ({human(total)})", root, total)
-        load_from_head(spec, image, expected, status)
+        load_from_head(spec.head, image, expected, status)
     read_image(image, spec, status)
 
 
 # --- the command ---------------------------------------------------------------------------
 
-KINDS: dict[str, Callable[[dict[str, Any], Status], None]] = {
+KINDS: dict[str, Callable[[Any, Status], None]] = {  # the spec's kind -> the job
     "model": fetch_model,
     "image": fetch_image,
     "copy-model": copy_model,
@@ -1365,13 +1390,25 @@ KINDS: dict[str, Callable[[dict[str, Any], Status], None]] = {
 }
 
 
+def read_spec(job_id: str) -> JobSpec:
+    """The job's spec, with where its copy channel's secret is (never in the spec)."""
+    spec = JobSpec.from_json((JOBS / f"{job_id}.json").read_text())
+    if isinstance(spec, (CopyModelSpec, CopyImageSpec, ServeSpec)):
+        spec = replace(spec, token_file=token_file(job_id))
+    return spec
+
+
 def run(job_id: str) -> int:
-    spec = json.loads((JOBS / f"{job_id}.json").read_text())
-    spec["token_file"] = token_file(job_id)  # the copy channel's secret is not in the spec
-    status = Status(job_id, spec["label"])
+    try:
+        spec = read_spec(job_id)
+    except SpecError as error:  # written by another release: the status says so
+        print(error, flush=True)
+        Status(job_id, job_id).update(force=True, state="failed", error=str(error))
+        return 1
+    status = Status(job_id, spec.label)
     status.update(force=True, state="running", phase="start", started=time.time(), error="")
     try:
-        KINDS[spec["kind"]](spec, status)
+        KINDS[spec.kind](spec, status)
     except JobError as error:
         print(error, flush=True)
         status.update(force=True, state="failed", error=str(error))

@@ -11,6 +11,7 @@ import socket
 import stat
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -192,9 +193,9 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     token = tmp_path / "private" / "serve-x.token"
     token.parent.mkdir(mode=0o700)
     token.write_text(TOKEN + "\n")
-    spec = {"bind": "127.0.0.1", "allow": "127.0.0.1", "port": port,
-            "models": {"o/m@main": str(folder)}, "images": [],
-            "token_file": str(token)}  # fmt: skip
+    spec = job.ServeSpec(label="s", bind="127.0.0.1", allow="127.0.0.1", port=port,
+                         models={"o/m@main": str(folder)}, images=[],
+                         token_file=str(token))  # fmt: skip
     server = threading.Thread(target=job.serve, args=(spec, job.Status("serve-x", "s")))
     server.start()
     for _ in range(100):  # until it listens
@@ -209,7 +210,7 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 TOKEN = "a-random-token-of-this-run"
 
 
-def copy_spec(job: ModuleType, head, target: Path, **values) -> dict:
+def copy_spec(job: ModuleType, head, target: Path, **values):
     """A copy's spec as the deploy writes it: the digests it read from the head over SSH
     (``spark-fetch digests``), the token file it wrote."""
     import pwd
@@ -217,10 +218,19 @@ def copy_spec(job: ModuleType, head, target: Path, **values) -> dict:
     folder, port, check, token = head
     [found] = job.digests([{"want": "o/m@main", "folder": str(folder)}])
     assert found["ready"]
-    return {"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
-            "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
-            "model_check": check, "wait_limit": 30, "files": found["files"],
-            "token_file": token, **values}  # fmt: skip
+    return copy_model_spec(
+        job, **{"source": "127.0.0.1", "port": port, "want": "o/m@main", "folder": str(target),
+                "needs_tokenizer": False, "user": pwd.getpwuid(os.getuid()).pw_name,
+                "model_check": check, "wait_limit": 30, "files": found["files"],
+                "token_file": token, **values})  # fmt: skip
+
+
+def copy_model_spec(job: ModuleType, **values):
+    """A copy-model spec (fetch_spec.py) with ``values``, what the copy does not read left
+    empty."""
+    unread: dict[str, object] = {"label": "copy", "repo": "o/m", "revision": "main", "base_repo": None,
+              "group": "", "env": {}, "hf_venv": "/nonexistent"}  # fmt: skip
+    return job.CopyModelSpec(**{**unread, **values})
 
 
 def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_path: Path):
@@ -251,8 +261,8 @@ def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: Mo
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 404
-    job_spec = {"source": "127.0.0.1", "port": port, "token_file": token}
-    listing = job.head_json(job_spec, "/model", want="o/m@main")
+    job_head = job.Head(source="127.0.0.1", port=port, token_file=token)
+    listing = job.head_json(job_head, "/model", want="o/m@main")
     assert listing == {"ready": True, "files": {"config.json": 8, "w.safetensors": 3_000_000}}
 
 
@@ -266,7 +276,7 @@ def test_a_watched_command_ends_with_its_code_and_last_lines(job: ModuleType):
 
 
 def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path):
-    spec = {"source": "127.0.0.1", "port": free_port(), "wait_limit": 0}  # nothing listens
+    spec = job.Head(source="127.0.0.1", port=free_port(), wait_limit=0)  # nothing listens
     with pytest.raises(job.JobError) as caught:
         job.wait_for_head(spec, job.Status("copy-x", "c"), "/model", want="o/m@main")
     assert str(caught.value).startswith("the head (127.0.0.1) did not have")
@@ -276,8 +286,8 @@ def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path)
 def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: ModuleType, head):
     import http.client
 
-    assert job.allowed({"allow": "192.168.100.2"}) == {"192.168.100.2"}  # an older spec
-    assert job.allowed({"allow": ["192.168.100.2", "192.168.100.3"]}) == {
+    assert job.allowed("192.168.100.2") == {"192.168.100.2"}  # an older spec
+    assert job.allowed(["192.168.100.2", "192.168.100.3"]) == {
         "192.168.100.2",
         "192.168.100.3",
     }
@@ -371,14 +381,15 @@ class Hostile:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def spec(self, target: Path, files: dict, tmp_path: Path) -> dict:
+    def spec(self, job: ModuleType, target: Path, files: dict, tmp_path: Path):
         import pwd
 
         (tmp_path / "token").write_text(TOKEN)
-        return {"source": "127.0.0.1", "port": self.port, "want": "o/m@main",
-                "folder": str(target), "needs_tokenizer": False, "wait_limit": 1,
-                "user": pwd.getpwuid(os.getuid()).pw_name, "model_check": "/bin/false",
-                "files": files, "token_file": str(tmp_path / "token")}  # fmt: skip
+        return copy_model_spec(
+            job, **{"source": "127.0.0.1", "port": self.port, "want": "o/m@main",
+                    "folder": str(target), "needs_tokenizer": False, "wait_limit": 1,
+                    "user": pwd.getpwuid(os.getuid()).pw_name, "model_check": "/bin/false",
+                    "files": files, "token_file": str(tmp_path / "token")})  # fmt: skip
 
 
 def sha(data: bytes) -> str:
@@ -392,7 +403,7 @@ def sha(data: bytes) -> str:
 def test_a_name_outside_the_folder_is_refused_before_anything_is_written(job, tmp_path, name):
     hostile = Hostile(b"owned")
     target = tmp_path / "other" / "m"
-    spec = hostile.spec(target, {name: [5, sha(b"owned")]}, tmp_path)
+    spec = hostile.spec(job, target, {name: [5, sha(b"owned")]}, tmp_path)
     with pytest.raises(job.JobError, match="refused the file name"):
         job.copy_model(spec, job.Status("copy-x", "c"))
     assert not (tmp_path / "x").exists() and not (tmp_path / "other" / "x").exists()
@@ -405,13 +416,13 @@ def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path):
     target.mkdir(parents=True)
     victim.mkdir()
     (target / "sub").symlink_to(victim)
-    spec = hostile.spec(target, {"sub/x": [5, sha(b"owned")]}, tmp_path)
+    spec = hostile.spec(job, target, {"sub/x": [5, sha(b"owned")]}, tmp_path)
     with pytest.raises(job.JobError, match="symlink or not a folder"):
         job.copy_model(spec, job.Status("copy-x", "c"))
     assert list(victim.iterdir()) == []
     (target / "sub").unlink()
     (target / "x").symlink_to(victim / "y")  # a symlink where the file goes is replaced
-    spec = hostile.spec(target, {"x": [5, sha(b"owned")]}, tmp_path)
+    spec = hostile.spec(job, target, {"x": [5, sha(b"owned")]}, tmp_path)
     job.seal = lambda spec: None
     job.copy_model(spec, job.Status("copy-x", "c"))
     assert not (target / "x").is_symlink() and (target / "x").read_bytes() == b"owned"
@@ -433,7 +444,7 @@ def test_a_body_longer_shorter_or_other_than_declared_is_refused(
 ):
     hostile = Hostile(body, length)
     target = tmp_path / "other" / "m"
-    spec = hostile.spec(target, {"w.bin": [5, sha(b"owned")]}, tmp_path)
+    spec = hostile.spec(job, target, {"w.bin": [5, sha(b"owned")]}, tmp_path)
     job.seal = lambda spec: None
     if error:
         with pytest.raises(job.JobError, match=error):
@@ -480,7 +491,9 @@ def test_the_hub_file_list_must_name_plain_paths(job, monkeypatch):
     def hub(listing):
         return lambda *a, **k: subprocess.CompletedProcess(a, 0, json.dumps(listing), "")
 
-    spec = {"hf_venv": "/x", "repo": "o/m", "revision": "main", "user": "root"}
+    spec = job.ModelSpec(label="m", hf_venv="/x", repo="o/m", revision="main", user="root",
+                         want="o/m@main", folder="/x", needs_tokenizer=False, base_repo=None,
+                         group="root", env={}, model_check="/x")  # fmt: skip
     monkeypatch.setattr(job.subprocess, "run", hub({"config.json": 3, "sub/w.bin": 4}))
     assert job.hub_files(spec) == {"config.json": 3, "sub/w.bin": 4}
     for name in ("../../etc/cron.d/x", "/etc/passwd", "a/./b"):
@@ -603,7 +616,8 @@ def test_the_private_docker_config_holds_only_the_registry_logins(job, tmp_path,
         "cliPluginsExtraDirs": [str(tmp_path)], "aliases": {"builder": "buildx"},
         "proxies": {"default": {"httpProxy": "http://evil"}},
     }))  # fmt: skip
-    spec = {"docker_config": str(home), "user": "root"}
+    spec = job.ImageSpec(label="i", image="o/engine:1", engine="vllm", read_script="",
+                         readings="/x", docker_config=str(home), user="root")  # fmt: skip
     folder = job.private_docker_config(spec)
     assert os.stat(folder).st_mode & 0o777 == 0o700 and os.stat(folder).st_uid == 0
     assert os.listdir(folder) == ["config.json"]
@@ -618,4 +632,52 @@ def test_the_private_docker_config_holds_only_the_registry_logins(job, tmp_path,
     (home / "config.json").unlink()
     (home / "config.json").symlink_to(tmp_path / "real.json")
     assert job.operator_auths(spec) == {}
-    assert job.operator_auths({**spec, "user": "nobody"}) == {}
+    assert job.operator_auths(replace(spec, user="nobody")) == {}
+
+
+# --- the spec, typed once for the deploy and the job (files/fetch_spec.py) ------------------
+
+
+def test_a_spec_reads_back_as_written_and_the_job_finds_its_modules_where_they_are_shipped(
+    job: ModuleType,
+):
+    from sparkdeploy.config.paths import FETCH_LIB, FETCH_SPEC
+
+    assert job.LIB == FETCH_LIB and f"{FETCH_LIB}/fetch_spec.py" == FETCH_SPEC
+    spec = copy_model_spec(job, source="192.168.100.1", port=47471, want="o/m@main",
+                           folder="/opt/models/m", needs_tokenizer=True, user="nvidia",
+                           model_check="/x", wait_limit=60, files={"a": [1, "0" * 64]},
+                           token_file="/private/x.token")  # fmt: skip
+    data = json.loads(spec.to_json())
+    assert data["kind"] == "copy-model" and "token_file" not in data  # never in the spec
+    assert job.JobSpec.from_json(spec.to_json()) == job.replace(spec, token_file="")
+    assert job.CopyModelSpec.from_json(spec.to_json()).head == job.Head("192.168.100.1", 47471, 60)
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (lambda d: {**d, "extra": 1}, r"unknown keys \['extra'\] and lacks \[\]"),
+        (lambda d: {k: v for k, v in d.items() if k != "port"}, r"lacks \['port'\]"),
+        (lambda d: {**d, "token_file": "/etc/shadow"}, r"unknown keys \['token_file'\]"),
+        (lambda d: {**d, "kind": "other"}, "kind 'other' is not one of"),
+        (lambda d: [d], "kind None is not one of"),
+    ],
+)
+def test_a_spec_with_other_keys_than_its_kind_is_refused_naming_them(job, change, error):
+    spec = job.ServeSpec(label="s", bind="192.168.100.1", allow=["192.168.100.2"], port=1,
+                         models={}, images=[])  # fmt: skip
+    with pytest.raises(job.SpecError, match=error):
+        job.JobSpec.from_json(json.dumps(change(spec.to_dict())))
+    with pytest.raises(job.SpecError, match="kind 'serve' is not one of"):
+        job.ModelSpec.from_json(spec.to_json())  # another kind than asked
+
+
+def test_a_job_whose_spec_is_refused_fails_saying_why(tmp_path: Path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    job = load_job(jobs)
+    (jobs / "serve-x.json").write_text(json.dumps({"kind": "serve", "label": "s"}))
+    assert job.run("serve-x") == 1
+    status = json.loads((jobs / "serve-x.status.json").read_text())
+    assert status["state"] == "failed" and "lacks ['allow', 'bind'" in status["error"]

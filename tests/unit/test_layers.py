@@ -7,6 +7,7 @@ imported to find them, so a cycle hidden behind ``TYPE_CHECKING`` counts too).
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,22 @@ def test_config_knows_no_plans_shape():
         and any(ast.unparse(base).endswith("Protocol") for base in node.bases)
     )
     assert protocols == []
+
+
+def test_what_is_shipped_with_spark_fetch_needs_only_python():
+    """files/fetch_spec.py (the job specs, imported by the deploy too) and spark-fetch: the
+    Spark's python3 and nothing else; DOCKER defined once, in the spec module."""
+    for name in ("fetch_job.py", "fetch_spec.py"):
+        tree = ast.parse((ROOT / "files" / name).read_text())
+        modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                   for alias in node.names}  # fmt: skip
+        modules |= {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        }
+        tops = {module.split(".")[0] for module in modules} - {"__future__", "fetch_spec"}
+        assert tops <= sys.stdlib_module_names, (name, tops - sys.stdlib_module_names)
+    spec = (ROOT / "files" / "fetch_spec.py").read_text()
+    assert (
+        spec.count("DOCKER = ") == 1
+        and "DOCKER = " not in (ROOT / "files" / "fetch_job.py").read_text()
+    )

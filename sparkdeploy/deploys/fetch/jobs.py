@@ -27,6 +27,7 @@ from pyinfra.operations import systemd
 from sparkdeploy.config.paths import (
     FETCH_BIN,
     FETCH_JOBS,
+    FETCH_SPEC,
     FETCH_UNIT,
     HF_CLI_VENV,
     IMAGE_READINGS,
@@ -39,6 +40,14 @@ from sparkdeploy.deploys.fetch.progress import (
     finished_line,
     job_line,
     progress_line,
+)
+from sparkdeploy.deploys.fetch.spec import (
+    CopyImageSpec,
+    CopyModelSpec,
+    ImageSpec,
+    JobSpec,
+    ModelSpec,
+    ServeSpec,
 )
 from sparkdeploy.deploys.managed import UPLOAD_DIR, managed_file
 from sparkdeploy.engine_plan.plan import EnginePlan
@@ -56,20 +65,31 @@ SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
 
 @dataclass(frozen=True)
 class FetchJob:
-    """One thing to bring onto the Spark, and the spec its job reads."""
+    """One thing to bring onto the Spark, and the spec its job reads (files/fetch_spec.py)."""
 
     id: str  # the instance of spark-fetch@.service: kind, a readable slug, a digest
-    kind: str  # model | image
-    label: str  # what the laptop calls it
-    spec: dict[str, Any] = field(hash=False, compare=False)
+    typed: JobSpec = field(hash=False, compare=False)
     # The copy channel's secret (``copy_token``): written root-only beside the spec over SSH
     # (``upload_tokens``), never in the spec, a command line or the output.
     token: str = field(default="", hash=False, compare=False, repr=False)
 
     @classmethod
-    def of(cls, kind: str, name: str, label: str, **spec: Any) -> FetchJob:
-        """The job of ``kind`` for ``name`` (what makes its ID), its spec saying both."""
-        return cls(job_id(kind, name), kind, label, {"kind": kind, "label": label, **spec})
+    def of(cls, name: str, spec: JobSpec) -> FetchJob:
+        """The job of ``spec`` for ``name`` (what makes its ID, with the spec's kind)."""
+        return cls(job_id(spec.kind, name), spec)
+
+    @property
+    def kind(self) -> str:  # model | image | copy-model | copy-image | serve
+        return self.typed.kind
+
+    @property
+    def label(self) -> str:  # what the laptop calls it
+        return self.typed.label
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The spec as spark-fetch reads it (JOBS/ID.json)."""
+        return self.typed.to_dict()
 
     @property
     def unit(self) -> str:
@@ -78,15 +98,19 @@ class FetchJob:
     @property
     def key(self) -> str:
         """What it brings, the same on every Spark: repo@revision, or the image."""
-        return str(self.spec["want"] if self.kind.endswith("model") else self.spec["image"])
+        spec = self.typed
+        if isinstance(spec, ModelSpec):
+            return spec.want
+        return spec.image if isinstance(spec, ImageSpec) else ""
 
     def done(self, state: HostState) -> bool:
         """Whether the host-state fact already shows the work done (a server never is)."""
-        if self.kind.endswith("model"):
-            return bool(state.models.get(self.spec["folder"], {}).get("complete"))
-        if self.kind.endswith("image"):
+        spec = self.typed
+        if isinstance(spec, ModelSpec):
+            return bool(state.models.get(spec.folder, {}).get("complete"))
+        if isinstance(spec, ImageSpec):
             reading = state.image_reading or {}
-            return bool(state.image_id) and reading.get("engine") == self.spec["engine"]
+            return bool(state.image_id) and reading.get("engine") == spec.engine
         return False
 
 
@@ -112,10 +136,8 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
     jobs = []
     for folder, want, needs_tokenizer in spark.model_folders():
         repo, revision = want.rsplit("@", 1)
-        job = FetchJob.of(
-            "model",
-            folder,
-            f"model {repo}",
+        spec = ModelSpec(
+            label=f"model {repo}",
             repo=repo,
             revision=revision,
             want=want,
@@ -128,7 +150,7 @@ def model_jobs(spark: SparkSettings, group: str) -> list[FetchJob]:
             hf_venv=HF_CLI_VENV,
             model_check=MODEL_CHECK_BIN,
         )
-        jobs.append(job)
+        jobs.append(FetchJob.of(folder, spec))
     return jobs
 
 
@@ -137,10 +159,8 @@ def image_job(plan: EnginePlan, home: str = "", user: str = "") -> FetchJob:
     uses the registry logins (``auths`` only) of the operator (``user``, whose ``home`` it
     is), who runs `docker login`: the job copies them into a private config of root's, and
     reads theirs only when it is a regular file they own."""
-    return FetchJob.of(
-        "image",
-        plan.image,
-        f"image {plan.image}",
+    spec = ImageSpec(
+        label=f"image {plan.image}",
         image=plan.image,
         engine=plan.engine,
         read_script=reading_script(plan.engine),
@@ -148,6 +168,7 @@ def image_job(plan: EnginePlan, home: str = "", user: str = "") -> FetchJob:
         docker_config=f"{home}/.docker" if home else "",
         user=user,
     )
+    return FetchJob.of(plan.image, spec)
 
 
 @dataclass(frozen=True)
@@ -187,18 +208,11 @@ def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
     """The other Spark's job for ``job``: copy it from the head over the link, once the head
     has it (waiting ``wait`` seconds at most). Its spec gets what it checks the copy
     against when the deploy has read it from the head over SSH (``with_digests``)."""
-    spec = {k: v for k, v in job.spec.items() if k not in ("kind", "label")}
-    label = f"{job.label} (from {link.head})"
-    copy = FetchJob.of(
-        f"copy-{job.kind}",
-        job.key,
-        label,
-        **spec,
-        source=link.head_ip,
-        port=PAIR_COPY_PORT,
-        wait_limit=wait,
-    )
-    return replace(copy, token=copy_token(link.head))
+    kind = CopyModelSpec if isinstance(job.typed, ModelSpec) else CopyImageSpec
+    values = {**job.spec, "label": f"{job.label} (from {link.head})"}
+    values.pop("kind")
+    spec = kind(**values, source=link.head_ip, port=PAIR_COPY_PORT, wait_limit=wait)
+    return replace(FetchJob.of(job.key, spec), token=copy_token(link.head))
 
 
 def serve_job(jobs: list[FetchJob], link: CopyLink) -> FetchJob:
@@ -209,16 +223,15 @@ def serve_job(jobs: list[FetchJob], link: CopyLink) -> FetchJob:
 
 
 def _serve_job(jobs: list[FetchJob], link: CopyLink, many: str) -> FetchJob:
-    return FetchJob.of(
-        "serve",
-        link.head_ip,
-        f"copies for the other Spark{many} ({', '.join(link.other_ips)})",
+    spec = ServeSpec(
+        label=f"copies for the other Spark{many} ({', '.join(link.other_ips)})",
         bind=link.head_ip,
         allow=list(link.other_ips),
         port=PAIR_COPY_PORT,
-        models={job.key: job.spec["folder"] for job in jobs if job.kind == "model"},
+        models={model.want: model.folder for job in jobs if (model := model_spec(job))},
         images=[job.key for job in jobs if job.kind == "image"],
     )
+    return FetchJob.of(link.head_ip, spec)
 
 
 def start_command(jobs: list[FetchJob]) -> str:
@@ -229,7 +242,7 @@ def start_command(jobs: list[FetchJob]) -> str:
     for job in jobs:
         spec = f"{FETCH_JOBS}/{job.id}.json"
         lines += [
-            f"printf '%s\\n' {shell(json.dumps(job.spec, sort_keys=True))} > {spec}.tmp",
+            f"printf '%s\\n' {shell(job.typed.to_json())} > {spec}.tmp",
             f"mv -f {spec}.tmp {spec}",
             f"systemctl is-active -q {job.unit} || {{ rm -f {FETCH_JOBS}/{job.id}.status.json;"
             f" systemctl reset-failed {job.unit} 2>/dev/null || true;"
@@ -274,11 +287,11 @@ def upload_tokens(host_, jobs: list[FetchJob], ssh_home: str) -> None:
 def head_queries(head_host, jobs: list[FetchJob]) -> list[dict[str, str]]:
     """What ``spark-fetch digests`` is asked on the head: the head's own folder of each
     model (its inventory may place it elsewhere), each image."""
-    folders = {job.key: job.spec["folder"] for job in jobs_of(head_host) if job.kind == "model"}
+    folders = {model.want: model.folder for job in jobs_of(head_host) if (model := model_spec(job))}
     return [
-        {"image": job.key}
-        if job.kind == "copy-image"
-        else {"want": job.key, "folder": folders.get(job.key, job.spec["folder"])}
+        {"want": job.key, "folder": folders.get(job.key, model.folder)}
+        if (model := model_spec(job))
+        else {"image": job.key}
         for job in jobs
     ]
 
@@ -298,10 +311,23 @@ def with_digests(head_host, jobs: list[FetchJob]) -> list[FetchJob]:
     ready = []
     for job, answer in zip(jobs, answers, strict=True):
         if answer.get("ready"):
-            found = "image_id" if job.kind == "copy-image" else "files"
-            value = answer["id"] if job.kind == "copy-image" else answer["files"]
-            ready.append(replace(job, spec={**job.spec, found: value}))
+            ready.append(replace(job, typed=checked(job.typed, answer)))
     return ready
+
+
+def checked(spec: JobSpec, answer: dict[str, Any]) -> JobSpec:
+    """A copy's spec with what its copy is checked against: the head's ``answer`` to
+    ``spark-fetch digests`` (the files' sizes and sha256, or the image's ID)."""
+    if isinstance(spec, CopyModelSpec):
+        return replace(spec, files=answer["files"])
+    if isinstance(spec, CopyImageSpec):
+        return replace(spec, image_id=answer["id"])
+    return spec
+
+
+def model_spec(job: FetchJob) -> ModelSpec | None:
+    """The job's spec when it brings a model folder (fetched or copied)."""
+    return job.typed if isinstance(job.typed, ModelSpec) else None
 
 
 def start_jobs(host_, jobs: list[FetchJob], ssh_home: str) -> None:
@@ -371,44 +397,73 @@ def _fetch(
     copies = Copies(state, host, jobs, head, ssh_home)
     started = [job for job in jobs if job not in copies.waiting]
     start_jobs(host, [*serving, *started], ssh_home)
-    if not jobs:
-        return
+    if jobs:
+        watch_jobs(state, host, jobs, timeout, copies, started, head)
+
+
+def watch_jobs(
+    state,
+    host,
+    jobs: list[FetchJob],
+    timeout: int,
+    copies: Copies,
+    started: list[FetchJob],
+    head: str,
+) -> None:
+    """Look at the jobs every POLL_EVERY seconds, showing their progress every SHOW_EVERY,
+    until all are done; starting the copies as the head has them whole."""
     units = {job.id: job.unit for job in jobs}
     terminal = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
     shown = 0.0
     while True:
         gevent.sleep(POLL_EVERY)
-        if head and any(failed.name == head for failed in state.failed_hosts):
-            raise OperationError(
-                f"{head}, which fetches what this Spark copies, failed: see its error; the "
-                f"copies wait for it on this Spark (journalctl -u spark-fetch@*)"
-            )
+        stop_if_head_failed(state, head)
         started += copies.start_ready()
-        statuses = [*(read_statuses(host, started) if started else []), *copies.statuses()]
-        for status in statuses:  # stopped before it could write a status
-            if status.get("state") == "none" and status["unit"] not in ("active", "activating"):
-                status.update(state="failed", error=f"{units[status['id']]} did not start")
-        failed = [s for s in statuses if s.get("state") == "failed"]
-        if failed:
-            raise OperationError(
-                "\n".join(failure_text(status, units[status["id"]]) for status in failed)
-            )
+        statuses = look(host, started, copies, units)
         running = [s for s in statuses if s.get("state") != "done"]
         if not running:
             for status in statuses:
                 logger.info(f"{host.print_prefix}{finished_line(status)}")
             return
         if time.monotonic() > deadline:
-            follow = " ".join(f"-u {units[s['id']]}" for s in running)
-            raise OperationError(
-                f"still fetching after {timeout} s (fetch_timeout): "
-                f"{progress_line(running, False)}\n  the jobs go on on the Spark; follow them "
-                f"with `journalctl -f {follow}` and run the deploy again to attach"
-            )
+            raise OperationError(still_fetching(running, units, timeout))
         if time.monotonic() - shown >= SHOW_EVERY:
             logger.info(f"{host.print_prefix}{progress_line(running, terminal)}")
             shown = time.monotonic()
+
+
+def stop_if_head_failed(state, head: str) -> None:
+    """A copy waits no more for a head that failed in this run."""
+    if head and any(failed.name == head for failed in state.failed_hosts):
+        raise OperationError(
+            f"{head}, which fetches what this Spark copies, failed: see its error; the "
+            f"copies wait for it on this Spark (journalctl -u spark-fetch@*)"
+        )
+
+
+def look(host, started: list[FetchJob], copies: Copies, units: dict[str, str]) -> list[dict]:
+    """Every job's status (the copies not started yet: waiting); a failed one ends it."""
+    statuses = [*(read_statuses(host, started) if started else []), *copies.statuses()]
+    for status in statuses:  # stopped before it could write a status
+        if status.get("state") == "none" and status["unit"] not in ("active", "activating"):
+            status.update(state="failed", error=f"{units[status['id']]} did not start")
+    failed = [s for s in statuses if s.get("state") == "failed"]
+    if failed:
+        raise OperationError(
+            "\n".join(failure_text(status, units[status["id"]]) for status in failed)
+        )
+    return statuses
+
+
+def still_fetching(running: list[dict], units: dict[str, str], timeout: int) -> str:
+    """The wait is over, the jobs go on: how to follow them."""
+    follow = " ".join(f"-u {units[s['id']]}" for s in running)
+    return (
+        f"still fetching after {timeout} s (fetch_timeout): "
+        f"{progress_line(running, False)}\n  the jobs go on on the Spark; follow them "
+        f"with `journalctl -f {follow}` and run the deploy again to attach"
+    )
 
 
 @operation()
@@ -500,6 +555,9 @@ def fetch_everything() -> None:
     spark: SparkSettings = host.data.spark
     managed_file(
         name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
+    )
+    managed_file(
+        name="Install spark-fetch's job specs", path=FETCH_SPEC, content=file_text("fetch_spec.py")
     )
     managed_file(name="Install spark-fetch", path=FETCH_BIN, content=file_text("fetch_job.py"))
     unit = managed_file(
