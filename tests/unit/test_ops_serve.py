@@ -218,3 +218,26 @@ def test_an_active_gpu_service_holds_the_engine(recording):
     serve_on(host, recording, units=units, owned=frozenset(), foreign=frozenset())
     [run] = recording.of("serving")
     assert run.arguments["gpu_with"] == service.unit
+
+
+@pytest.mark.parametrize(
+    ("now", "restart", "follows", "commands"),
+    [
+        (("active", "enabled"), False, False, None),  # nothing to do
+        (("active", "enabled"), False, True, []),  # only the health check
+        (("active", "enabled"), True, False, ["systemctl restart u"]),
+        (("inactive", "enabled"), False, False, ["systemctl start u"]),
+        (("inactive", "absent"), False, False, ["systemctl enable u", "systemctl start u"]),
+        (("active", "disabled"), False, False, ["systemctl enable u"]),
+    ],
+)
+def test_a_unit_is_enabled_and_started_or_restarted_only_when_needed(
+    now, restart, follows, commands
+):
+    assert serve.unit_commands("u", now, restart, follows) == commands
+
+
+def test_a_new_api_key_or_shipped_file_restarts_every_unit():
+    changes = serve.Changes(env=True, units={"a": False})
+    assert changes.any and not serve.Changes(env=False, units={"a": False}).any
+    assert serve.Changes(env=False, units={"a": True}).any
