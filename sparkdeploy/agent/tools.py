@@ -209,18 +209,37 @@ class Tools:
 
     def check_command(self, command: str) -> dict[str, Any]:
         """A proposed engine command line checked as the deploy would check it."""
-        if len(command) > MAX_COMMAND:
-            raise ValueError(f"a command line of more than {MAX_COMMAND} characters")
-        try:
-            words = shlex.split(command)
-        except ValueError as error:
-            raise ValueError(f"not a shell command line: {error}") from None
-        engine, flag_words, notes = _engine_words(words, self.context)
+        engine, flag_words, notes = _engine_words(_command_words(command), self.context)
         if self.context.engine is None or self.context.engine.get("name") != engine:
             raise ValueError(
                 f"this Spark runs no {ENGINE_TITLES[engine]} engine (engine: in its inventory); "
                 "check_command checks command lines for the engine the deploy planned here"
             )
+        version = self._release_to_check(engine, notes)
+        parsed = from_argv(engine, version, flag_words)
+        if parsed.positional:
+            model = parsed.positional[-1]
+            if model != self.context.model_folder:
+                notes.append(
+                    f"model {model!r}: the deploy serves {self.context.model_folder} "
+                    "(model_repo); the model is not checked here"
+                )
+        args = _unmanaged(engine, version, dict(parsed.args), notes)
+        problems, warnings, flags = self._plan(engine, version, args)
+        return {
+            "verdict": "refused" if problems else "accepted",
+            "engine": engine,
+            "release": version,
+            "problems": problems,
+            "warnings": warnings,
+            "notes": notes,
+            "args": args,
+            "server_flags": flags,
+        }
+
+    def _release_to_check(self, engine: str, notes: list[str]) -> str:
+        """The release whose catalogue reads the command: the image's when one is committed
+        here, else the planned one (each said in ``notes``)."""
         release, where = self.image_release(engine)
         version = self.context.version
         if release and release != version:
@@ -236,34 +255,7 @@ class Tools:
             f"flags read with the catalogue of {ENGINE_TITLES[engine]} {version} "
             + (f"(the release found in the image, {where})" if version == release else f"({where})")
         )
-        parsed = from_argv(engine, version, flag_words)
-        if parsed.positional:
-            model = parsed.positional[-1]
-            if model != self.context.model_folder:
-                notes.append(
-                    f"model {model!r}: the deploy serves {self.context.model_folder} "
-                    "(model_repo); the model is not checked here"
-                )
-        args = dict(parsed.args)
-        managed = managed_flags(engine, version, placed=False)  # the rest: planned
-        catalogue = load_catalogue(engine, version)
-        for flag in list(args):
-            reading = catalogue.read(flag)
-            setting = reading and (managed.get(reading.key) or managed.get(reading.flag))
-            if setting:
-                notes.append(f"{flag}: set by the deploy from {setting}; left out of the check")
-                del args[flag]
-        problems, warnings, flags = self._plan(engine, version, args)
-        return {
-            "verdict": "refused" if problems else "accepted",
-            "engine": engine,
-            "release": version,
-            "problems": problems,
-            "warnings": warnings,
-            "notes": notes,
-            "args": args,
-            "server_flags": flags,
-        }
+        return version
 
     def _plan(
         self, engine: str, version: str, args: dict[str, Any]
@@ -398,6 +390,29 @@ LAUNCHERS = {
     ("-m", "vllm.entrypoints.openai.api_server"): "vllm",
     ("-m", "sglang.launch_server"): "sglang",
 }
+
+
+def _command_words(command: str) -> list[str]:
+    """A proposed command line's words, as a shell splits them (bounded in length)."""
+    if len(command) > MAX_COMMAND:
+        raise ValueError(f"a command line of more than {MAX_COMMAND} characters")
+    try:
+        return shlex.split(command)
+    except ValueError as error:
+        raise ValueError(f"not a shell command line: {error}") from None
+
+
+def _unmanaged(engine: str, version: str, args: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """``args`` less the flags the deploy sets itself from a setting (each said in ``notes``)."""
+    managed = managed_flags(engine, version, placed=False)  # the rest: planned
+    catalogue = load_catalogue(engine, version)
+    for flag in list(args):
+        reading = catalogue.read(flag)
+        setting = reading and (managed.get(reading.key) or managed.get(reading.flag))
+        if setting:
+            notes.append(f"{flag}: set by the deploy from {setting}; left out of the check")
+            del args[flag]
+    return args
 
 
 def _engine_words(words: list[str], context: SparkContext) -> tuple[str, list[str], list[str]]:

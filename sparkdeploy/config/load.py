@@ -58,19 +58,40 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
     every problem found (file, host, key and what is valid), per Spark and across them.
     The caller raises ``InventoryError`` once, with the planning problems added.
     """
-    problems: list[str] = []
+    _refuse_unsafe(raw, path)
+    problems = _top_level_problems(raw, path)
+    defaults = _defaults(raw, path, problems)
+    sparks_raw = _sparks_listed(raw, path, problems)
+    sparks: dict[str, SparkSettings] = {}
+    for name, own in sparks_raw.items():
+        if (spark := _spark_settings(path, name, own, defaults, problems)) is not None:
+            sparks[name] = spark
+    problems += _settings_problems(path, sparks)
+    problems += _endpoint_problems(path, sparks)
+    problems += rail_problems(path, sparks)
+    problems += _rails_clear_of_ssh(path, sparks)
+    return sparks, problems
+
+
+def _refuse_unsafe(raw: Any, path: str) -> None:
+    """The document's shape, and no secret in it: refused alone, before anything else."""
     if not isinstance(raw, dict):
         raise InventoryError(path, [f"{path}: the file must be a mapping with `sparks:`"])
     secrets = [f"{path}: {where}: {SECRET_HINT}" for where in secret_places(raw)]
     if secrets:  # the first thing to fix, and nothing else is said, so nothing can echo it
         raise InventoryError(path, secrets)
 
-    for key in raw:
-        if key not in ("sparks", "defaults"):
-            problems.append(
-                f"{path}: top-level key {name_of(key)}: unknown; valid: sparks, defaults"
-            )
 
+def _top_level_problems(raw: dict[Any, Any], path: str) -> list[str]:
+    return [
+        f"{path}: top-level key {name_of(key)}: unknown; valid: sparks, defaults"
+        for key in raw
+        if key not in ("sparks", "defaults")
+    ]
+
+
+def _defaults(raw: dict[Any, Any], path: str, problems: list[str]) -> dict[str, Any]:
+    """The keys under ``defaults:`` that may be shared; the others are problems."""
     defaults = _check_mapping(path, "defaults", raw.get("defaults"), problems)
     for key in defaults:
         if key in PER_HOST_ONLY:
@@ -79,8 +100,11 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
             problems.append(
                 f"{path}: defaults.{name_of(key).strip(chr(39))}: {valid_keys_hint(key)}"
             )
-    defaults = {k: v for k, v in defaults.items() if k in KNOWN_KEYS and k not in PER_HOST_ONLY}
+    return {k: v for k, v in defaults.items() if k in KNOWN_KEYS and k not in PER_HOST_ONLY}
 
+
+def _sparks_listed(raw: dict[Any, Any], path: str, problems: list[str]) -> dict[Any, Any]:
+    """The ``sparks:`` mapping, one to MAX_SPARKS of them."""
     sparks_raw = _check_mapping(path, "sparks", raw.get("sparks"), problems)
     if not sparks_raw and not problems:
         problems.append(
@@ -88,27 +112,32 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
         )
     if len(sparks_raw) > MAX_SPARKS:
         problems.append(too_many_sparks(path, len(sparks_raw)))
+    return sparks_raw
 
-    sparks: dict[str, SparkSettings] = {}
-    for name, own in sparks_raw.items():
-        where = f"{path}: host {name_of(name)}"
-        if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
+
+def _spark_settings(
+    path: str, name: Any, own: Any, defaults: dict[str, Any], problems: list[str]
+) -> SparkSettings | None:
+    """One Spark's settings (its own keys over the defaults), or None with its problems."""
+    where = f"{path}: host {name_of(name)}"
+    if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
+        problems.append(f"{where}: name must be lower-case letters, digits and '-' (like spark-1)")
+        return None
+    own = _check_mapping(path, f"host {name_of(name)}", own, problems)
+    try:
+        return SparkSettings(**{**defaults, **own})
+    except ValidationError as error:
+        for item in error.errors():
+            key = str(item["loc"][0]) if item["loc"] else "?"
             problems.append(
-                f"{where}: name must be lower-case letters, digits and '-' (like spark-1)"
+                f"{where}, {location(item['loc'])}{source_of(key, own, defaults)}: {describe(item)}"
             )
-            continue
-        own = _check_mapping(path, f"host {name_of(name)}", own, problems)
-        merged = {**defaults, **own}
-        try:
-            sparks[name] = SparkSettings(**merged)
-        except ValidationError as error:
-            for item in error.errors():
-                key = str(item["loc"][0]) if item["loc"] else "?"
-                problems.append(
-                    f"{where}, {location(item['loc'])}{source_of(key, own, defaults)}: "
-                    f"{describe(item)}"
-                )
+        return None
 
+
+def _settings_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """What one Spark's keys say together: an operator, a base repo only with a model."""
+    problems = []
     for name, spark in sparks.items():
         if not spark.user:
             problems.append(
@@ -120,7 +149,12 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
                 f"{path}: host '{name}', key 'model_base_repo': only used with model_repo; "
                 "set model_repo or remove it"
             )
+    return problems
 
+
+def _endpoint_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """Each Spark at its own SSH address and port."""
+    problems = []
     endpoints: dict[tuple[str, int], str] = {}
     for name, spark in sparks.items():
         endpoint = (spark.ssh_host, spark.ssh_port)
@@ -130,9 +164,7 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
                 f"also host '{endpoints[endpoint]}'; each Spark needs its own address"
             )
         endpoints[endpoint] = name
-    problems += rail_problems(path, sparks)
-    problems += _rails_clear_of_ssh(path, sparks)
-    return sparks, problems
+    return problems
 
 
 def secret_places(value: Any, where: tuple[str, ...] = ()) -> list[str]:

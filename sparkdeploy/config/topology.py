@@ -161,6 +161,11 @@ def rail_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
     """
     if len(sparks) < 2:
         return []
+    return _rail_counts(path, sparks) or _rail_addresses(path, sparks)
+
+
+def _rail_counts(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """Every Spark lists as many rails as the head."""
     (first, one), *others = sparks.items()
     pair = len(sparks) == 2
     problems = []
@@ -177,8 +182,14 @@ def rail_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
                     "same number of rails on every Spark (or none on any)"
                 )
             )
-    if problems:
-        return problems
+    return problems
+
+
+def _rail_addresses(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """No address used twice, and rail N of every Spark in the subnet of the head's."""
+    (first, one), *_ = sparks.items()
+    pair = len(sparks) == 2
+    problems = []
     used: dict[str, tuple[str, int]] = {}
     for name, spark in sparks.items():
         where = f"{path}: host '{name}', key 'qsfp'"

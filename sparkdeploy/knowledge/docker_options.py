@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sparkdeploy.knowledge import load_yaml
 
@@ -79,6 +79,22 @@ def _allowed_list() -> str:
     return ", ".join(allowed_options())
 
 
+# What one word of engine.docker_args (with the value it takes) is: an allowed option, or
+# why not: a word that is no option ("stray"), an option the deploy manages, one not
+# allowed, a value given to an option without one, none to one with one, or one refused.
+Verdict = Literal["allowed", "stray", "managed", "unknown", "no_value", "needs_value", "refused"]
+
+
+@dataclass(frozen=True)
+class ReadOption:
+    """One option of engine.docker_args as read: its verdict, name and value."""
+
+    verdict: Verdict
+    name: str
+    value: str | None = None
+    option: AllowedOption | None = None
+
+
 def parse_docker_args(
     words: list[str] | tuple[str, ...],
 ) -> tuple[tuple[tuple[str, str | None], ...], list[str], list[str]]:
@@ -87,59 +103,72 @@ def parse_docker_args(
     a value, ``--opt`` alone for one without. Returns the options (name, value), the problems
     (each names the option and the fix) and the warnings of the options used.
     """
-    allowed = allowed_options()
-    managed = managed_options()
     options: list[tuple[str, str | None]] = []
     problems: list[str] = []
     warnings: list[str] = []
     index = 0
     while index < len(words):
-        word = words[index]
-        index += 1
-        if not word.startswith("-"):
-            problems.append(
-                f"{_shown(word)} is no option's value: docker would read it as the image and run "
-                "it instead of the pinned one; write options as --option=value"
-            )
+        read, index = read_option(words, index)
+        if read.verdict != "allowed" or read.option is None:
+            problems.append(docker_problem(read))
             continue
-        name, equals, attached = word.partition("=")
-        if name in managed:
-            problems.append(_refusal(name))
-            value_follows = index < len(words) and not words[index].startswith("-")
-            if managed[name][1] and not equals and value_follows:
-                index += 1  # its value goes with it
-            continue
-        option = allowed.get(name)
-        if option is None:
-            problems.append(
-                f"{name}: not an allowed docker option (allowed: {_allowed_list()}); "
-                "remove it, or see sparkdeploy/knowledge/docker_options.yaml"
-            )
-            continue
-        if option.value is None:
-            if equals:
-                problems.append(f"{name} takes no value: write {option.example}")
-                continue
-            options.append((name, None))
-        else:
-            if equals:
-                value = attached
-            elif index < len(words) and not words[index].startswith("-"):
-                value = words[index]
-                index += 1
-            else:
-                problems.append(f"{name} needs a value, such as {option.example}")
-                continue
-            if not option.value.fullmatch(value):
-                problems.append(
-                    f"{name} {_shown(value)} is not a value the deploy allows for it "
-                    f"(pattern {option.value.pattern}); such as {option.example}"
-                )
-                continue
-            options.append((name, value))
-        if option.warning and option.warning not in warnings:
-            warnings.append(option.warning)
+        options.append((read.name, read.value))
+        if read.option.warning and read.option.warning not in warnings:
+            warnings.append(read.option.warning)
     return tuple(options), problems, warnings
+
+
+def read_option(words: list[str] | tuple[str, ...], index: int) -> tuple[ReadOption, int]:
+    """The option at ``words[index]`` (with the value it takes), and the index after it."""
+    word = words[index]
+    index += 1
+    if not word.startswith("-"):
+        return ReadOption("stray", word), index
+    name, equals, attached = word.partition("=")
+    value_follows = index < len(words) and not words[index].startswith("-")
+    managed = managed_options()
+    if name in managed:
+        if managed[name][1] and not equals and value_follows:
+            index += 1  # its value goes with it
+        return ReadOption("managed", name), index
+    option = allowed_options().get(name)
+    if option is None:
+        return ReadOption("unknown", name), index
+    if option.value is None:
+        return ReadOption("no_value" if equals else "allowed", name, None, option), index
+    if equals:
+        value = attached
+    elif value_follows:
+        value, index = words[index], index + 1
+    else:
+        return ReadOption("needs_value", name, None, option), index
+    verdict: Verdict = "allowed" if option.value.fullmatch(value) else "refused"
+    return ReadOption(verdict, name, value, option), index
+
+
+def docker_problem(read: ReadOption) -> str:
+    """Why an option of engine.docker_args is refused, and the fix."""
+    name, option = read.name, read.option
+    if read.verdict == "stray":
+        return (
+            f"{_shown(name)} is no option's value: docker would read it as the image and run "
+            "it instead of the pinned one; write options as --option=value"
+        )
+    if read.verdict == "managed":
+        return _refusal(name)
+    if option is None:
+        return (
+            f"{name}: not an allowed docker option (allowed: {_allowed_list()}); "
+            "remove it, or see sparkdeploy/knowledge/docker_options.yaml"
+        )
+    if read.verdict == "no_value":
+        return f"{name} takes no value: write {option.example}"
+    if read.verdict == "needs_value" or option.value is None:
+        return f"{name} needs a value, such as {option.example}"
+    return (
+        f"{name} {_shown(read.value or '')} is not a value the deploy allows for it "
+        f"(pattern {option.value.pattern}); such as {option.example}"
+    )
 
 
 def docker_words(options: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:

@@ -441,49 +441,78 @@ def from_argv(engine: str, version: str, words: list[str]) -> ParsedArgs:
     positional: list[str] = []
     unknown: list[str] = []
     index = 0
-
-    def is_flag(word: str) -> bool:
-        return word.startswith("-") and not INT_TEXT.fullmatch(word) and not _float_text(word)
-
     while index < len(words):
         word = words[index]
         index += 1
-        if not is_flag(word) or word == "-":
+        if not _is_flag(word) or word == "-":
             positional.append(word)
             continue
-        name, equals, inline = word.partition("=")
-        short = catalogue.spec(word[:2]) if not word.startswith("--") else None
-        if not equals and len(word) > 2 and short is not None and short.type != "bool":
-            name, equals, inline = word[:2], "=", word[2:]  # argparse's `-O3` for `-O 3`
+        name, equals, inline = _spelled(catalogue, word)
         reading = catalogue.read(name)
         spec = catalogue.spec(reading.flag) if reading is not None else None
         following = [inline] if equals else []
         if spec is None:
             unknown.append(name)
-            if not equals and index < len(words) and not is_flag(words[index]):
+            if not equals and index < len(words) and not _is_flag(words[index]):
                 following, index = [words[index]], index + 1
             args[name] = following[0] if following else True
             continue
         if not equals:
-            if spec.type == "bool" and reading is not None and not reading.path:
-                following = []
-            elif spec.nargs in ("+", "*"):
-                while index < len(words) and not is_flag(words[index]):
-                    following.append(words[index])
-                    index += 1
-            elif index < len(words) and (spec.nargs != "?" or not is_flag(words[index])):
-                following, index = [words[index]], index + 1
-        value: Any = True
-        if spec.nargs in ("+", "*") and spec.type != "json":
-            value = following
-        elif following:
-            value = json_object(following[0]) if spec.type == "json" else None
-            value = following[0] if value is None else value
-        if spec.repeatable and name in args:
-            args[name] = [*args[name], value] if isinstance(args[name], list) else [args[name]]
-        else:
-            args[name] = [value] if spec.repeatable else value
+            following, index = _taken(spec, reading, words, index)
+        _store(args, name, spec, _flag_value(spec, following))
     return ParsedArgs(args, tuple(positional), tuple(unknown))
+
+
+def _is_flag(word: str) -> bool:
+    """A word that starts a flag: not a negative number."""
+    return word.startswith("-") and not INT_TEXT.fullmatch(word) and not _float_text(word)
+
+
+def _spelled(catalogue: Catalogue, word: str) -> tuple[str, str, str]:
+    """A flag word as (name, "=" or "", the value written inline): ``--k=v``, and argparse's
+    ``-O3`` for ``-O 3`` (a short flag that takes a value)."""
+    name, equals, inline = word.partition("=")
+    short = catalogue.spec(word[:2]) if not word.startswith("--") else None
+    if not equals and len(word) > 2 and short is not None and short.type != "bool":
+        return word[:2], "=", word[2:]
+    return name, equals, inline
+
+
+def _taken(
+    spec: FlagSpec, reading: Reading | None, words: list[str], index: int
+) -> tuple[list[str], int]:
+    """The words a known flag written without ``=`` takes from ``words[index:]``, and the
+    index after them."""
+    if spec.type == "bool" and reading is not None and not reading.path:
+        return [], index
+    if spec.nargs in ("+", "*"):
+        following = []
+        while index < len(words) and not _is_flag(words[index]):
+            following.append(words[index])
+            index += 1
+        return following, index
+    if index < len(words) and (spec.nargs != "?" or not _is_flag(words[index])):
+        return [words[index]], index + 1
+    return [], index
+
+
+def _flag_value(spec: FlagSpec, following: list[str]) -> Any:
+    """A known flag's value from the words it took: True for none, the list for nargs
+    ``+``/``*``, a JSON flag's word parsed (when it parses to an object), else the word."""
+    if spec.nargs in ("+", "*") and spec.type != "json":
+        return following
+    if not following:
+        return True
+    value = json_object(following[0]) if spec.type == "json" else None
+    return following[0] if value is None else value
+
+
+def _store(args: dict[str, Any], name: str, spec: FlagSpec, value: Any) -> None:
+    """Set ``name`` in ``args``; an ``append`` flag collects its values in a list."""
+    if spec.repeatable and name in args:
+        args[name] = [*args[name], value] if isinstance(args[name], list) else [args[name]]
+    else:
+        args[name] = [value] if spec.repeatable else value
 
 
 def _word(value: Any) -> str:

@@ -12,7 +12,15 @@ from pyinfra.api import OperationError
 
 from sparkdeploy.config.paths import NETPLAN_BACKUP
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.deploys.qsfp.network import NetplanPlan, netplan_plan, netplan_taken_over
+from sparkdeploy.deploys.qsfp.network import (
+    ClaimedFile,
+    NetplanDecision,
+    NetplanPlan,
+    RenderedProfile,
+    netplan_decision,
+    netplan_plan,
+    netplan_taken_over,
+)
 from sparkdeploy.facts.network import Network, QsfpNetwork
 from sparkdeploy.facts.store import run_store
 from tests.unit.operations import given, pair, run
@@ -213,3 +221,45 @@ def test_the_fact_reads_the_files_and_the_rendered_profiles_of_the_qsfp_interfac
         "enp1s0f0np0",
     )
     assert facts(f"netplan_file={CX7} !!not-base64").netplan_files == {CX7: None}
+
+
+# --- the decision, apart from its words -----------------------------------------------
+
+
+def rendered(interface: str) -> RenderedProfile:
+    return RenderedProfile(f"{KEYFILES}/netplan-{interface}.nmconnection", interface)
+
+
+def test_the_decision_moves_the_playbooks_file_and_removes_every_rendered_profile():
+    decision = netplan_decision(spark(), facts(*lines(CX7, PLAYBOOK, BOTH)))
+    keyfiles = tuple(profile.keyfile for profile in map(rendered, BOTH))
+    assert decision == NetplanDecision(
+        files=(ClaimedFile(CX7, tuple(sorted(BOTH)), keyfiles, "move", moved=BACKUP),),
+        remove=(rendered("enP2p1s0f0np0"), rendered("enp1s0f0np0")),
+    )
+    assert netplan_decision(spark(), facts()) == NetplanDecision()
+
+
+@pytest.mark.parametrize(
+    "path, text, verdict",
+    [
+        (CX7, WITH_MANAGEMENT, "mixed"),
+        (CX7, BY_MAC, "mixed"),
+        (CX7, "network: [", "unreadable"),
+        ("/lib/netplan/40-cx7.yaml", PLAYBOOK, "outside"),
+    ],
+)
+def test_a_file_refused_removes_no_profile(path: str, text: str, verdict: str):
+    decision = netplan_decision(spark(), facts(*lines(path, text, BOTH)))
+    [file] = decision.files
+    assert file.verdict == verdict and file.moved == "" and decision.remove == ()
+
+
+def test_in_refuse_mode_only_profiles_no_file_configures_are_refused_alone():
+    stray = f"netplan_profile={KEYFILES}/netplan-enP2p1s0f0np0.nmconnection:enP2p1s0f0np0"
+    decision = netplan_decision(
+        spark(qsfp_netplan="refuse"), facts(*lines(CX7, PLAYBOOK, BOTH[:1]), stray)
+    )
+    [file] = decision.files
+    assert file.verdict == "refuse" and file.interfaces == BOTH[:1]
+    assert decision.refuse == (rendered("enP2p1s0f0np0"),) and decision.remove == ()

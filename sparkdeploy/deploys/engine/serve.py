@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
@@ -31,6 +32,7 @@ from sparkdeploy.config.paths import (
     ROLLBACK_BIN,
     shipped_path,
 )
+from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.engine.rollback import Keep, keep_of, kept_before_change
 from sparkdeploy.deploys.engine.units import DOCKER, health_words, unit_text
@@ -41,7 +43,7 @@ from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import redact_lines, shell
-from sparkdeploy.facts.host_state import host_state
+from sparkdeploy.facts.host_state import HostState, host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
 from sparkdeploy.reports import notices
@@ -58,14 +60,7 @@ def _check_health(
     one, and one that fails is replaced by the last good one, which must then pass."""
     ok, output = host.run_shell_command(StringCommand(ENGINE_HEALTH, *words), _sudo=True)
     if not ok:
-        shown = "\n".join(redact_lines(output.output.splitlines()))  # the journal's lines
-        found = diagnose(shown)
-        known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
-            "\n  no known GB10 failure signature matched; the journal lines are above"
-        )
-        why = found[0].signature.id if found else "not healthy"
-        back = _roll_back(host, keep, why) if keep else ""
-        raise OperationError(f"{unit} did not become healthy:\n{shown}{known}{back}")
+        raise OperationError(_unhealthy(host, unit, output.output, keep))
     said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
     for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
         logger.info(f"{host.print_prefix}{line}")
@@ -74,6 +69,19 @@ def _check_health(
         if not ok:
             raise OperationError(f"the healthy configuration was not kept:\n{output.output}")
         logger.info(f"{host.print_prefix}{output.stdout.strip()}")
+
+
+def _unhealthy(host, unit: str, said: str, keep: Keep | None) -> str:
+    """Why ``unit`` failed its health check: the journal's lines (redacted), the known GB10
+    failure signatures they match, and what rolling back (with ``keep``) did."""
+    shown = "\n".join(redact_lines(said.splitlines()))  # the journal's lines
+    found = diagnose(shown)
+    known = "".join(f"\n  {diagnosis}" for diagnosis in found) or (
+        "\n  no known GB10 failure signature matched; the journal lines are above"
+    )
+    why = found[0].signature.id if found else "not healthy"
+    back = _roll_back(host, keep, why) if keep else ""
+    return f"{unit} did not become healthy:\n{shown}{known}{back}"
 
 
 def _roll_back(host, keep: Keep, why: str) -> str:
@@ -91,6 +99,20 @@ def _roll_back(host, keep: Keep, why: str) -> str:
         return "\nNo earlier configuration passed a health check on this Spark: nothing to roll back to."
     said = "\n".join(redact_lines(output.output.splitlines()))
     return f"\nRolling back did not help: the last good configuration failed too:\n{said}"
+
+
+def unit_commands(
+    unit: str, now: tuple[str, str], restart: bool, follows: bool
+) -> list[str] | None:
+    """The systemctl commands that keep ``unit`` enabled and running, given ``now`` (its
+    is-active, is-enabled): None when it is both and nothing asks for a restart or a check."""
+    active, enabled = now
+    commands = [] if enabled == "enabled" else [f"systemctl enable {unit}"]
+    if restart or active != "active":
+        return [*commands, f"systemctl {'restart' if active == 'active' else 'start'} {unit}"]
+    if not follows and enabled == "enabled":
+        return None
+    return commands
 
 
 @operation()
@@ -141,14 +163,11 @@ def serving(
     if gpu_with:
         host.noop(f"the GPU is with {gpu_with}: `sudo spark-gpu-switch engine` gives it back")
         return
-    active, enabled = host_state().units.get(unit, ("inactive", "absent"))
-    if enabled != "enabled":
-        yield f"systemctl enable {unit}"
-    if restart or active != "active":
-        yield f"systemctl {'restart' if active == 'active' else 'start'} {unit}"
-    elif not follows and enabled == "enabled":
+    now = host_state().units.get(unit, ("inactive", "absent"))
+    if (commands := unit_commands(unit, now, restart, follows)) is None:
         host.noop(f"{unit} is enabled and running")
         return
+    yield from commands
     if health or nccl:
         words = health_words(
             unit, port, timeout, nccl=nccl, api=health, key_file=key_file, container=container
@@ -280,29 +299,76 @@ def write_alerts(plan: EnginePlan) -> None:
         )
 
 
-@deploy("Serve the model with the engine")
-def serve_model() -> None:
-    spark: SparkSettings = host.data.spark
-    plan: EnginePlan | None = host.data.get("engine_plan")
-    state = host_state()
-    managed_file(
-        name="Install spark-engine-health",
-        path=ENGINE_HEALTH,
-        content=file_text("spark-engine-health"),
-    )
-    managed_file(name="Install spark-ray-wait", path=RAY_WAIT, content=file_text("spark-ray-wait"))
-    managed_file(
-        name="Install spark-link-test", path=LINK_TEST, content=file_text("spark-link-test")
-    )
-    managed_file(
-        name="Install spark-engine-rollback",
-        path=ROLLBACK_BIN,
-        content=file_text("spark-engine-rollback"),
-    )
-    # The image is judged before anything of the engine changes: a plan it refuses (Ray asked
-    # of an image without it) leaves the units that serve now in place.
-    if plan is not None:
-        image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
+# The engine's helper commands on the Spark, by path: each a script of files/.
+ENGINE_SCRIPTS = {
+    ENGINE_HEALTH: "spark-engine-health",
+    RAY_WAIT: "spark-ray-wait",
+    LINK_TEST: "spark-link-test",
+    ROLLBACK_BIN: "spark-engine-rollback",
+}
+
+
+@dataclass(frozen=True)
+class EngineFiles:
+    """What the Spark must hold for a plan: the container environment, the shipped
+    engine.files and engine.mods by path, each unit's text, and the API key file's text
+    ("" when the engine requires none)."""
+
+    env_file: str
+    env_text: str
+    shipped: dict[str, Shipped]
+    units: dict[str, str]
+    key_text: str = ""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What differs on the Spark from ``EngineFiles``: ``env`` what the container reads at
+    start (environment, shipped files, API key: every unit restarts), ``units`` each unit."""
+
+    env: bool
+    units: dict[str, bool]
+
+    @property
+    def any(self) -> bool:
+        return self.env or any(self.units.values())
+
+
+def engine_files(plan: EnginePlan, spark: SparkSettings) -> EngineFiles:
+    """The files of ``plan`` on this Spark. The API key comes from the laptop's environment
+    (engine.api_key_env): root-only on the Spark, never in a command line."""
+    env_file = CONTAINER_ENV.format(name=plan.name)
+    shipped = {shipped_path(plan.name, item.kind, item.name): item for item in plan.shipped}
+    units = {service.unit: unit_text(plan, service, spark, env_file) for service in plan.services}
+    key_text = ""
+    if plan.api_key_file and spark.engine is not None:
+        key_text = api_key_text(plan.engine, laptop_api_key(spark.engine, os.environ))
+    env_text = render("engine.env.j2", plan=plan)
+    return EngineFiles(env_file, env_text, shipped, units, key_text)
+
+
+def changes_of(plan: EnginePlan, files: EngineFiles) -> Changes:
+    """What writing ``files`` would change (engine.files and engine.mods: the container
+    reads them at start, so a change restarts it; so does a new API key)."""
+    env = differs(files.env_file, files.env_text)
+    env = any([differs(path, item.content) for path, item in files.shipped.items()]) or env
+    units = {
+        unit: differs(ENGINE_UNIT.format(unit=unit), text) for unit, text in files.units.items()
+    }
+    if files.key_text:
+        env = differs(plan.api_key_file, files.key_text) or env
+    return Changes(env, units)
+
+
+def install_scripts() -> None:
+    """The engine's helper commands: health check, Ray wait, link test, rollback."""
+    for path, script in ENGINE_SCRIPTS.items():
+        managed_file(name=f"Install {script}", path=path, content=file_text(script))
+
+
+def retire_unplanned(spark: SparkSettings, plan: EnginePlan | None, state: HostState) -> None:
+    """Retire the engine files the deploy wrote and no longer plans (saying so when vLLM
+    leaves Ray), and name the admin's files that only look like the deploy's."""
     planned = set(managed_files(spark, plan))  # engine files and GPU services' alike
     leaving = sorted(path for path in state.owned if path not in planned)
     if plan is not None and leaving and (notice := leaving_ray(plan, leaving)):
@@ -310,25 +376,11 @@ def serve_model() -> None:
     if admins := sorted(path for path in state.foreign if path not in planned):
         notices.add(host.name, foreign_files_notice(admins), logging.INFO)
     retired(name="Retire engine files no longer planned", paths=leaving)
-    if plan is None:
-        return
-    env_file = CONTAINER_ENV.format(name=plan.name)
-    env_text = render("engine.env.j2", plan=plan)
-    # engine.files and engine.mods: the container reads them at start, so a change restarts it.
-    shipped = {shipped_path(plan.name, item.kind, item.name): item for item in plan.shipped}
-    env_changed = differs(env_file, env_text)
-    env_changed = (
-        any([differs(path, item.content) for path, item in shipped.items()]) or env_changed
-    )
-    units = {service.unit: unit_text(plan, service, spark, env_file) for service in plan.services}
-    changed = {unit: differs(ENGINE_UNIT.format(unit=unit), text) for unit, text in units.items()}
-    # The API key the engine requires, from the laptop's environment (engine.api_key_env):
-    # root-only on the Spark, never in a command line; a new key restarts the engine.
-    key_text = ""
-    if plan.api_key_file and spark.engine is not None:
-        key_text = api_key_text(plan.engine, laptop_api_key(spark.engine, os.environ))
-        env_changed = differs(plan.api_key_file, key_text) or env_changed
-    # What serves now is kept before it changes, when no good configuration is kept yet.
+
+
+def keep_serving(plan: EnginePlan, changing: bool) -> Keep | None:
+    """What serves now is kept before it changes, when no good configuration is kept yet;
+    the configuration as spark-engine-rollback keeps it (None when not rolled back)."""
     containers = {service.unit: service.container for service in plan.services}
     words = health_words(
         plan.unit,
@@ -342,21 +394,36 @@ def serve_model() -> None:
         name="Keep the configuration that serves now as the last good one",
         keep=keep,
         unit=plan.unit,
-        changing=env_changed or any(changed.values()),
+        changing=changing,
     )
-    if key_text:
+    return keep
+
+
+def write_files(plan: EnginePlan, spark: SparkSettings, files: EngineFiles) -> None:
+    """The API key, the shipped files, the container environment, then the units."""
+    if files.key_text:
         managed_file(
-            name="Install the engine's API key (0600)", path=plan.api_key_file, content=key_text
+            name="Install the engine's API key (0600)",
+            path=plan.api_key_file,
+            content=files.key_text,
         )
-    for path, item in shipped.items():
+    for path, item in files.shipped.items():
         managed_file(
             name=f"Ship {'mod' if item.kind == 'mod' else 'file'} {item.name}",
             path=path,
             content=item.content,
         )
     managed_file(
-        name=f"Write the {plan.engine} container environment", path=env_file, content=env_text
+        name=f"Write the {plan.engine} container environment",
+        path=files.env_file,
+        content=files.env_text,
     )
+    write_units(plan, spark, files.units)
+
+
+def write_units(plan: EnginePlan, spark: SparkSettings, units: dict[str, str]) -> None:
+    """Each service's unit and the sudoers file that lets the operator run it; systemd
+    reloads when a unit changed."""
     unit_ops = []
     for service in plan.services:
         unit_ops.append(
@@ -374,25 +441,26 @@ def serve_model() -> None:
             ),
         )
     systemd.daemon_reload(name="Reload systemd units", _if=any_changed(*unit_ops))
-    write_alerts(plan)
-    # link_test_before_start: prove the link once, before a pair's units first start.
-    link_test_before_start(plan, spark, host.data.place)
-    gpu_with = next(
-        (
-            service.unit
-            for service in spark.gpu_services
-            if state.units.get(service.unit, ("", ""))[0] == "active"
-        ),
-        "",
+
+
+def gpu_holder(spark: SparkSettings, state: HostState) -> str:
+    """The GPU service unit the operator handed the GPU to, "" when none is active."""
+    active = (
+        s.unit for s in spark.gpu_services if state.units.get(s.unit, ("", ""))[0] == "active"
     )
+    return next(active, "")
+
+
+def start_services(plan: EnginePlan, changes: Changes, keep: Keep | None, gpu_with: str) -> None:
+    """Run every service of the plan, restarted when what it reads changed, and check it."""
     for service in plan.services:
         # A service in another unit's container is restarted with that unit (BindsTo=).
-        follows = bool(service.part_of) and (env_changed or changed[service.part_of])
+        follows = bool(service.part_of) and (changes.env or changes.units[service.part_of])
         serving(
             name=f"Run {service.unit}" + (" and check it answers" if service.serves_api else ""),
             unit=service.unit,
             port=plan.port,
-            restart=(env_changed or changed[service.unit]) and not follows,
+            restart=(changes.env or changes.units[service.unit]) and not follows,
             follows=follows,
             health=service.serves_api,
             # Each rank's server logs the network its NCCL chose (a Ray worker's go to the
@@ -403,3 +471,26 @@ def serve_model() -> None:
             container=service.container,
             gpu_with=gpu_with,
         )
+
+
+@deploy("Serve the model with the engine")
+def serve_model() -> None:
+    spark: SparkSettings = host.data.spark
+    plan: EnginePlan | None = host.data.get("engine_plan")
+    state = host_state()
+    install_scripts()
+    # The image is judged before anything of the engine changes: a plan it refuses (Ray asked
+    # of an image without it) leaves the units that serve now in place.
+    if plan is not None:
+        image_accepts(name=f"Check the plan against {plan.image}", plan=plan)
+    retire_unplanned(spark, plan, state)
+    if plan is None:
+        return
+    files = engine_files(plan, spark)
+    changes = changes_of(plan, files)
+    keep = keep_serving(plan, changing=changes.any)
+    write_files(plan, spark, files)
+    write_alerts(plan)
+    # link_test_before_start: prove the link once, before a pair's units first start.
+    link_test_before_start(plan, spark, host.data.place)
+    start_services(plan, changes, keep, gpu_holder(spark, state))

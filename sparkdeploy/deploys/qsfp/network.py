@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pyinfra import host, logger
@@ -169,14 +169,48 @@ class NetplanPlan:
     problems: list[str] = field(default_factory=list)  # why it refuses (then no commands)
 
 
-def netplan_plan(spark: SparkSettings, facts: Network) -> NetplanPlan:
-    """
-    The commands that take the QSFP interfaces over from netplan (``qsfp_netplan:
-    take_over``), what they change, or why it is refused: see the module's docstring for
-    the rule. The files and profiles NetworkManager keeps for the deploy's own profiles
-    (90-NM-<uuid>.yaml, netplan-NM-<uuid>.nmconnection on Ubuntu) are not claims.
-    """
-    qsfp = {rail.interface for rail in spark.qsfp}
+# What is decided about a netplan file that configures QSFP interfaces: moved aside, or
+# refused because it lies outside /etc/netplan, could not be read, configures other
+# interfaces too ("mixed"), or qsfp_netplan is refuse.
+FileVerdict = Literal["move", "outside", "unreadable", "mixed", "refuse"]
+
+
+@dataclass(frozen=True)
+class ClaimedFile:
+    """A netplan file that configures QSFP interfaces of this Spark, and its verdict."""
+
+    path: str
+    interfaces: tuple[str, ...]  # the QSFP interfaces it configures, sorted
+    rendered: tuple[str, ...]  # the keyfiles netplan rendered from it for them
+    verdict: FileVerdict
+    unreadable: str = ""  # why it could not be read
+    others: tuple[str, ...] = ()  # the other devices it configures
+    moved: str = ""  # where it is moved to (the backup, named with its checksum)
+
+
+@dataclass(frozen=True)
+class RenderedProfile:
+    """A NetworkManager keyfile netplan rendered for a QSFP interface."""
+
+    keyfile: str
+    interface: str
+
+
+@dataclass(frozen=True)
+class NetplanDecision:
+    """What to do about netplan's claims: each file's verdict, the keyfiles to remove (all
+    of them, when taking over and no file is refused), and the keyfiles refused alone
+    (with qsfp_netplan: refuse, those of an interface no file configures)."""
+
+    files: tuple[ClaimedFile, ...] = ()
+    remove: tuple[RenderedProfile, ...] = ()
+    refuse: tuple[RenderedProfile, ...] = ()
+
+
+def _claims(qsfp: set[str], facts: Network) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The netplan files that mention a QSFP interface (path -> interfaces) and the
+    keyfiles netplan rendered for one (keyfile -> interface), less NetworkManager's own for
+    the deploy's profiles (90-NM-<uuid>.yaml, netplan-NM-<uuid>.nmconnection)."""
     uuids = {p.get("connection.uuid") for p in facts.profiles.values()} - {None, ""}
     own_files = {f"90-NM-{uuid}.yaml" for uuid in uuids}
     own_keyfiles = {f"netplan-NM-{uuid}.nmconnection" for uuid in uuids}
@@ -189,85 +223,144 @@ def netplan_plan(spark: SparkSettings, facts: Network) -> NetplanPlan:
         for keyfile, interface in facts.netplan_profiles
         if interface in qsfp and posixpath.basename(keyfile) not in own_keyfiles
     }
-    commands: list[str] = []
-    changes: list[str] = []
-    problems: list[str] = []
+    return mentions, keyfiles
+
+
+def _claimed_file(
+    path: str,
+    interfaces: list[str],
+    qsfp: set[str],
+    keyfiles: dict[str, str],
+    facts: Network,
+    take_over: bool,
+) -> ClaimedFile:
+    """The verdict on one netplan file that mentions ``interfaces``."""
+    text = facts.netplan_files.get(path)
+    devices, unreadable = netplan_devices(text)
+    rendered = [
+        f"{NETPLAN_NM_DIR}/netplan-{netdef}.nmconnection"
+        for netdef, interface in devices.items()
+        if interface in qsfp
+    ] or sorted(k for k, i in keyfiles.items() if i in interfaces)
+    others = sorted(
+        f"{netdef} (matched by more than its name)" if interface is None else interface
+        for netdef, interface in devices.items()
+        if interface not in qsfp
+    )
+    verdict: FileVerdict = "move" if take_over else "refuse"
+    if not path.startswith("/etc/netplan/"):
+        verdict = "outside"
+    elif unreadable or others:
+        verdict = "unreadable" if unreadable else "mixed"
+    checksum = hashlib.sha256((text or "").encode()).hexdigest()[:12]
+    moved = f"{_backup(path)}.{checksum}" if verdict == "move" else ""
+    named = tuple(sorted(set(interfaces)))
+    return ClaimedFile(path, named, tuple(rendered), verdict, unreadable, tuple(others), moved)
+
+
+def netplan_decision(spark: SparkSettings, facts: Network) -> NetplanDecision:
+    """What to do about each netplan file and rendered profile that claims a QSFP
+    interface of this Spark (``qsfp_netplan``): see the module's docstring for the rule."""
+    qsfp = {rail.interface for rail in spark.qsfp}
+    mentions, keyfiles = _claims(qsfp, facts)
     take_over = spark.qsfp_netplan == "take_over"
-    for path, interfaces in sorted(mentions.items()):
-        named = ", ".join(sorted(set(interfaces)))
-        devices, unreadable = netplan_devices(facts.netplan_files.get(path))
-        rendered = [
-            f"{NETPLAN_NM_DIR}/netplan-{netdef}.nmconnection"
-            for netdef, interface in devices.items()
-            if interface in qsfp
-        ] or sorted(k for k, i in keyfiles.items() if i in interfaces)
-        remove = f"sudo rm -f {' '.join(rendered)} && " if rendered else ""
-        others = sorted(
-            f"{netdef} (matched by more than its name)" if interface is None else interface
-            for netdef, interface in devices.items()
-            if interface not in qsfp
+    files = tuple(
+        _claimed_file(path, interfaces, qsfp, keyfiles, facts, take_over)
+        for path, interfaces in sorted(mentions.items())
+    )
+    profiles = tuple(RenderedProfile(k, i) for k, i in sorted(keyfiles.items()))
+    if take_over:
+        refused = any(file.verdict != "move" for file in files)
+        return NetplanDecision(files, remove=() if refused else profiles)
+    covered = {i for interfaces in mentions.values() for i in interfaces}
+    return NetplanDecision(files, refuse=tuple(p for p in profiles if p.interface not in covered))
+
+
+def _backup(path: str) -> str:
+    return f"{NETPLAN_BACKUP}/{posixpath.basename(path)}"
+
+
+def file_problem(file: ClaimedFile) -> str:
+    """Why a netplan file is refused, with the exact edit or commands to make."""
+    named = ", ".join(file.interfaces)
+    remove = f"sudo rm -f {' '.join(file.rendered)} && " if file.rendered else ""
+    if file.verdict == "outside":
+        return (
+            f"{file.path} configures {named} through netplan, beside the deploy's "
+            f"NetworkManager profiles; the deploy takes over files under /etc/netplan "
+            f"only. Fix: remove the stanzas of {named} from it, then {remove}sudo "
+            f"{RELOAD} {NO_APPLY}"
         )
-        backup = f"{NETPLAN_BACKUP}/{posixpath.basename(path)}"
-        if not path.startswith("/etc/netplan/"):
-            problems.append(
-                f"{path} configures {named} through netplan, beside the deploy's "
-                f"NetworkManager profiles; the deploy takes over files under /etc/netplan "
-                f"only. Fix: remove the stanzas of {named} from it, then {remove}sudo "
-                f"{RELOAD} {NO_APPLY}"
-            )
-        elif unreadable or others:
-            why = (
-                f"it could not be read ({unreadable})"
-                if unreadable
-                else f"it also configures {', '.join(others)}"
-            )
-            problems.append(
-                f"{path} configures {named} through netplan, and {why}: the deploy moves a "
-                "netplan file aside only when it configures nothing but QSFP interfaces "
-                f"this Spark lists. Fix: remove the stanzas of {named} from {path} and keep "
-                f"the rest, then {remove}sudo {RELOAD} {NO_APPLY}"
-            )
-        elif not take_over:
-            problems.append(
-                f"{path} configures {named} through netplan, which renders NetworkManager "
-                f"profiles that compete with the deploy's "
-                f"{', '.join(profile_name(i) for i in sorted(set(interfaces)))} "
-                f"(qsfp_netplan: refuse). Fix: sudo install -d -m 0700 {NETPLAN_BACKUP} && "
-                f"sudo mv {path} {backup} && {remove}sudo {RELOAD} {NO_APPLY}, or set "
-                "qsfp_netplan: take_over"
-            )
-        else:
-            text = facts.netplan_files.get(path) or ""
-            moved = f"{backup}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-            commands += [
-                f"install -d -m 0700 {shell(NETPLAN_BACKUP)}",
-                f"mv -f {shell(path)} {shell(moved)}",
-            ]
-            changes.append(
-                f"moved {path}, which configured {named} through netplan, to {moved} "
-                f"(to restore it: sudo mv {moved} {path})"
-            )
-    stray = sorted(keyfiles) if take_over and not problems else []
-    if not take_over:
-        covered = {i for interfaces in mentions.values() for i in interfaces}
-        for keyfile, interface in sorted(keyfiles.items()):
-            if interface not in covered:
-                problems.append(
-                    f"NetworkManager profile {_stem(keyfile)} ({keyfile}), rendered by "
-                    f"netplan, configures {interface} beside the deploy's "
-                    f"{profile_name(interface)} (qsfp_netplan: refuse). Fix: sudo rm -f "
-                    f"{keyfile} && sudo {RELOAD} {NO_APPLY}, or set qsfp_netplan: take_over"
-                )
+    if file.verdict in ("unreadable", "mixed"):
+        why = (
+            f"it could not be read ({file.unreadable})"
+            if file.unreadable
+            else f"it also configures {', '.join(file.others)}"
+        )
+        return (
+            f"{file.path} configures {named} through netplan, and {why}: the deploy moves a "
+            "netplan file aside only when it configures nothing but QSFP interfaces "
+            f"this Spark lists. Fix: remove the stanzas of {named} from {file.path} and keep "
+            f"the rest, then {remove}sudo {RELOAD} {NO_APPLY}"
+        )
+    return (
+        f"{file.path} configures {named} through netplan, which renders NetworkManager "
+        f"profiles that compete with the deploy's "
+        f"{', '.join(profile_name(i) for i in file.interfaces)} "
+        f"(qsfp_netplan: refuse). Fix: sudo install -d -m 0700 {NETPLAN_BACKUP} && "
+        f"sudo mv {file.path} {_backup(file.path)} && {remove}sudo {RELOAD} {NO_APPLY}, or set "
+        "qsfp_netplan: take_over"
+    )
+
+
+def profile_problem(profile: RenderedProfile) -> str:
+    """Why a keyfile netplan rendered is refused (qsfp_netplan: refuse), with the fix."""
+    keyfile, interface = profile.keyfile, profile.interface
+    return (
+        f"NetworkManager profile {_stem(keyfile)} ({keyfile}), rendered by "
+        f"netplan, configures {interface} beside the deploy's "
+        f"{profile_name(interface)} (qsfp_netplan: refuse). Fix: sudo rm -f "
+        f"{keyfile} && sudo {RELOAD} {NO_APPLY}, or set qsfp_netplan: take_over"
+    )
+
+
+def file_change(file: ClaimedFile) -> str:
+    """What moving a netplan file aside changed, and how to restore it."""
+    return (
+        f"moved {file.path}, which configured {', '.join(file.interfaces)} through netplan, "
+        f"to {file.moved} (to restore it: sudo mv {file.moved} {file.path})"
+    )
+
+
+def profile_change(profile: RenderedProfile) -> str:
+    """What removing a keyfile netplan rendered changed."""
+    return (
+        f"removed NetworkManager profile {_stem(profile.keyfile)} ({profile.keyfile}), which "
+        f"netplan rendered for {profile.interface}"
+    )
+
+
+def netplan_plan(spark: SparkSettings, facts: Network) -> NetplanPlan:
+    """
+    The commands that take the QSFP interfaces over from netplan (``qsfp_netplan:
+    take_over``), what they change, or why it is refused (``netplan_decision``, in words).
+    """
+    decision = netplan_decision(spark, facts)
+    problems = [file_problem(file) for file in decision.files if file.verdict != "move"]
+    problems += [profile_problem(profile) for profile in decision.refuse]
     if problems:
         return NetplanPlan(problems=problems)
-    for keyfile in stray:
-        commands.append(f"rm -f {shell(keyfile)}")
-        changes.append(
-            f"removed NetworkManager profile {_stem(keyfile)} ({keyfile}), which netplan "
-            f"rendered for {keyfiles[keyfile]}"
-        )
-    if stray:
+    commands: list[str] = []
+    for file in decision.files:
+        commands += [
+            f"install -d -m 0700 {shell(NETPLAN_BACKUP)}",
+            f"mv -f {shell(file.path)} {shell(file.moved)}",
+        ]
+    commands += [f"rm -f {shell(profile.keyfile)}" for profile in decision.remove]
+    if decision.remove:
         commands.append(RELOAD)
+    changes = [file_change(file) for file in decision.files]
+    changes += [profile_change(profile) for profile in decision.remove]
     return NetplanPlan(commands, changes)
 
 
