@@ -196,70 +196,82 @@ class QsfpNetwork(FactBase):
         return "\n".join(lines)
 
     def process(self, output: list[str]) -> Network:
-        raw: dict[str, list[str]] = {}
-        for line in output:
-            if "=" in line:
-                key, value = line.split("=", 1)
-                raw.setdefault(key, []).append(value)
+        raw = _keyed(output)
 
         def one(key: str) -> str:
             return raw.get(key, [""])[0].strip()
 
-        def fields(key: str) -> dict[str, str]:
-            return dict(value.split(":", 1) for value in raw.get(key, []) if ":" in value)
-
-        addresses: dict[str, list[str]] = {}
-        for value in raw.get("addr", []):
-            match = ADDR.match(value)
-            if match:
-                addresses.setdefault(match["name"], []).append(match["cidr"])
-        links = {}
-        for value in raw.get("link", []):
-            match = LINK.match(value)
-            if match:
-                name = match["name"]
-                up = "UP" in match["flags"].split(",")
-                links[name] = Link(name, int(match["mtu"]), up, tuple(addresses.get(name, ())))
-
-        by_subject: dict[str, dict[str, dict[str, str]]] = {"nmdev": {}, "profile": {}}
-        pings = {}
-        for key in raw:
-            kind, _, subject = key.partition(".")
-            if kind in by_subject and subject:
-                by_subject[kind][subject] = fields(key)
-            elif kind == "ping" and subject:
-                interface, at, to = subject.rpartition("@")
-                interface = interface if at else subject
-                status, detail = parse_captured(one(key))
-                pings[(interface, to)] = Ping(interface, status == 0, detail, to)
-
+        subjects, pings = _subjects(raw)
         return Network(
             nmcli=one("nm") == "running",
             ssh_connection=one("ssh"),
             ssh_devs=tuple(dict.fromkeys(raw.get("ssh_dev", []))),
             default_devs=tuple(dict.fromkeys(raw.get("default_dev", []))),
-            links=links,
-            devices=by_subject["nmdev"],
-            profiles=by_subject["profile"],
-            netplan=tuple(
-                (head, tail)
-                for head, colon, tail in (value.rpartition(":") for value in raw.get("netplan", []))
-                if colon
-            ),
+            links=_links(raw),
+            devices=subjects["nmdev"],
+            profiles=subjects["profile"],
+            netplan=_colon_pairs(raw.get("netplan", [])),
             pings=pings,
             gids=parse_gid_lines(raw.get("gid", [])),
             env_sha256=one("env_sha256"),
             netplan_files=dict(
                 _netplan_text(value) for value in raw.get("netplan_file", []) if " " in value
             ),
-            netplan_profiles=tuple(
-                (head, tail)
-                for head, colon, tail in (
-                    value.rpartition(":") for value in raw.get("netplan_profile", [])
-                )
-                if colon
-            ),
+            netplan_profiles=_colon_pairs(raw.get("netplan_profile", [])),
         )
+
+
+def _keyed(output: list[str]) -> dict[str, list[str]]:
+    """The fact's ``key=value`` lines, every value of each key in order."""
+    raw: dict[str, list[str]] = {}
+    for line in output:
+        if "=" in line:
+            key, value = line.split("=", 1)
+            raw.setdefault(key, []).append(value)
+    return raw
+
+
+def _links(raw: dict[str, list[str]]) -> dict[str, Link]:
+    """Each interface's link (``link=`` lines) with its addresses (``addr=`` lines)."""
+    addresses: dict[str, list[str]] = {}
+    for value in raw.get("addr", []):
+        if match := ADDR.match(value):
+            addresses.setdefault(match["name"], []).append(match["cidr"])
+    links = {}
+    for value in raw.get("link", []):
+        if match := LINK.match(value):
+            name = match["name"]
+            up = "UP" in match["flags"].split(",")
+            links[name] = Link(name, int(match["mtu"]), up, tuple(addresses.get(name, ())))
+    return links
+
+
+def _subjects(
+    raw: dict[str, list[str]],
+) -> tuple[dict[str, dict[str, dict[str, str]]], dict[tuple[str, str], Ping]]:
+    """NetworkManager's devices and profiles (``nmdev.NAME=``, ``profile.NAME=`` lines of
+    ``field:value``), and the pings (``ping.INTERFACE[@TO]=``)."""
+    by_subject: dict[str, dict[str, dict[str, str]]] = {"nmdev": {}, "profile": {}}
+    pings = {}
+    for key, values in raw.items():
+        kind, _, subject = key.partition(".")
+        if kind in by_subject and subject:
+            by_subject[kind][subject] = dict(
+                value.split(":", 1) for value in values if ":" in value
+            )
+        elif kind == "ping" and subject:
+            interface, at, to = subject.rpartition("@")
+            interface = interface if at else subject
+            status, detail = parse_captured(values[0].strip())
+            pings[(interface, to)] = Ping(interface, status == 0, detail, to)
+    return by_subject, pings
+
+
+def _colon_pairs(values: list[str]) -> tuple[tuple[str, str], ...]:
+    """``head:tail`` values split at their last colon (those without one are dropped)."""
+    return tuple(
+        (head, tail) for head, colon, tail in (value.rpartition(":") for value in values) if colon
+    )
 
 
 def _netplan_text(value: str) -> tuple[str, str | None]:
