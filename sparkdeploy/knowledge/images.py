@@ -117,27 +117,10 @@ def describe_image(engine: str, image: str) -> ImageInfo:
     else:
         rolling = tag is None or any(re.search(p, tag) for p in _rolling_patterns())
     exact = (table.get("images") or {}).get(image)
-    if is_image_id(image):
-        pinned = "image ID"
-    elif has_digest(image):
-        pinned = "digest"
-    elif exact is not None:
-        pinned = "known image"
-    elif release:
-        pinned = "release tag"
-    elif fixed:
-        pinned = "fixed tag"
-    elif family is None and not rolling:
+    pinned = _pinning(image, known=exact is not None, release=bool(release), fixed=fixed)
+    if not pinned and family is None and not rolling:
         pinned = "tag"
-    else:
-        pinned = ""
-    version: str | None = None
-    if exact is not None:
-        version = str(exact["version"])
-    elif release:
-        key = release.group(1)
-        mapped = entry.get("releases")
-        version = key if mapped is None else (str(mapped[key]) if key in mapped else None)
+    version = _version(exact, release, entry.get("releases"))
     return ImageInfo(
         engine=engine,
         image=image,
@@ -148,6 +131,30 @@ def describe_image(engine: str, image: str) -> ImageInfo:
         wrapper=entry.get("wrapper", ""),
         rolling_tag=rolling and tag is not None,
     )
+
+
+def _pinning(image: str, known: bool, release: bool, fixed: bool) -> str:
+    """How ``image`` is pinned, strongest first ("" when by nothing images.yaml knows)."""
+    if is_image_id(image):
+        return "image ID"
+    if has_digest(image):
+        return "digest"
+    if known:
+        return "known image"
+    return "release tag" if release else "fixed tag" if fixed else ""
+
+
+def _version(
+    exact: dict[str, Any] | None, release: re.Match[str] | None, mapped: dict[str, Any] | None
+) -> str | None:
+    """The release an image holds: its own entry's, or its release tag's (through the
+    family's ``releases`` map when it has one)."""
+    if exact is not None:
+        return str(exact["version"])
+    if release is None:
+        return None
+    key = release.group(1)
+    return key if mapped is None else (str(mapped[key]) if key in mapped else None)
 
 
 def version_for_image(engine: str, image: str) -> str | None:
