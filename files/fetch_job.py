@@ -752,6 +752,7 @@ def fetch_image(spec: ImageSpec, status: Status) -> None:
 # server stops when the deploy is done with it (or after IDLE seconds without a request).
 
 IDLE = 1800
+TICK = 5  # the copy server's longest wait for a request before it looks at the idle time
 COPY_CHUNK = 8 * 1024 * 1024
 STREAMS = 8  # model files streamed at once (a switch has at most 7 other Sparks)
 CONNECTIONS = 16  # connections served at once; more are closed unanswered
@@ -1024,13 +1025,15 @@ def serve(spec: ServeSpec, status: Status) -> None:
     """Serve the planned folders and image to the other Sparks until stopped (or idle)."""
     last = [time.monotonic()]
     server = CopyServer((spec.bind, int(spec.port)), copy_handler(spec, last))
-    server.timeout = 5
     status.update(force=True, phase="serving")
     answered = ", ".join(sorted(allowed(spec.allow)))
     print(f"serving copies on {spec.bind}:{spec.port} to {answered}")
     if not read_token(spec.token_file):
         print("no token for this run: every request is refused (run the deploy again)")
-    while time.monotonic() - last[0] < IDLE:
+    while (left := IDLE - (time.monotonic() - last[0])) > 0:
+        # wait for a request no longer than the idle time left (at most TICK): the server
+        # stops when it is idle, not up to a tick later
+        server.timeout = min(TICK, max(left, 0.05))
         server.handle_request()
     print(f"no request for {IDLE} s: stopping", flush=True)
     server.server_close()
