@@ -25,6 +25,8 @@ from sparkdeploy.config.paths import (
     MCP_CONTEXT,
     MCP_DIR,
     MCP_LIB,
+    MCP_OPERATOR_TOKEN,
+    MCP_TOKEN,
     MCP_UNIT,
     MCP_UNIT_NAME,
     MCP_USER,
@@ -67,7 +69,8 @@ class HostState:
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
     # The MCP server: "venv" the sha256 of the lock its venv was made from, "lib" the digest of the
     # code unpacked, "user" spark-mcp's groups, "present" 1 when any of its files is on the
-    # Spark ("" when not); its unit's state is in ``units`` when it is wanted
+    # Spark ("" when not), "token" its token's mode and owner, "copy" the mode of the
+    # operator's copy when it holds that token; its unit's state is in ``units`` when wanted
     mcp: dict[str, str] = field(default_factory=dict)
     hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
     fabric: dict[str, str] = field(default_factory=dict)  # FABRIC_LINES: "table", "present"
@@ -116,8 +119,16 @@ MCP_LINES = (
     stamp_line("mcp venv", MCP_STAMP),
     f"printf 'mcp lib %s\\n' \"$(cat {MCP_DIGEST} 2>/dev/null)\"",
     f"printf 'mcp user %s\\n' \"$(id -nG {MCP_USER} 2>/dev/null)\"",
-    f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ]"
+    f"[ -e {MCP_DIR} ] || [ -e {MCP_UNIT} ] || [ -e {MCP_CONTEXT} ] || [ -e {MCP_TOKEN} ]"
     " && echo 'mcp present 1' || echo 'mcp present 0'",
+    # the token's mode and owner when it is a file with content ("" when not), and the mode
+    # of the operator's copy when it holds the same (sha256 compared as root; a symlink or
+    # other non-file there is never opened). $home is the operator's home, read above.
+    f't={MCP_TOKEN}; c="$home"/{MCP_OPERATOR_TOKEN}; tok() {{ [ -f "$1" ] && [ ! -L "$1" ]'
+    ' && [ -s "$1" ]; }',
+    "printf 'mcp token %s\\n' \"$(tok $t && stat -c '%a %U %G' $t)\"",
+    'printf \'mcp copy %s\\n\' "$([ -n "$home" ] && tok $t && tok "$c"'
+    ' && [ "$(sha256sum < $t)" = "$(sha256sum < "$c")" ] && stat -c %a "$c")"',
 )
 # The fabric guard (HostState.fabric): "table" 1 when its nftables table is loaded, "present"
 # 1 when its file or unit is on the Spark (read whether it is wanted or not, to retire it).
@@ -163,6 +174,8 @@ class SparkHostState(FactBase):
         mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
         mcp user spark-mcp systemd-journal
         mcp present 1
+        mcp token 640 root spark-mcp
+        mcp copy 600
         fabric table 1
         fabric present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)
