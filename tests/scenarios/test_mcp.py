@@ -115,9 +115,10 @@ class TestMcpServer:
         twin.exec(f"runuser -u {OPERATOR} -- ln -sf /etc/shadow {COPY}")
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode == 0, run.explain()
-        assert run.changed()["mcp"] == [
+        (changed,) = run.changed()["mcp"]
+        assert changed.endswith(
             "Give the operator a copy of the MCP token (~/.config/spark-deploy/mcp-token)"
-        ]
+        )
         assert twin.exec("sha256sum /etc/shadow; stat -c '%a %U %G' /etc/shadow").stdout == before
         assert (
             twin.exec(f"[ -f {COPY} ] && [ ! -L {COPY} ] && cmp -s {TOKEN} {COPY}").returncode == 0
