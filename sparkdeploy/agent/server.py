@@ -2,20 +2,25 @@
 The MCP server of a Spark: the tools of ``tools.py`` over Streamable HTTP on 127.0.0.1, with
 the ``mcp`` SDK's ``MCPServer``. Run by ``spark-mcp.service`` as the ``spark-mcp`` user:
 
-    python -m sparkdeploy.agent.server --context /etc/spark-deploy/mcp/context.json --port 8765
+    python -m sparkdeploy.agent.server --context /etc/spark-deploy/mcp/context.json \
+        --token-file /etc/spark-deploy/mcp/token --port 8765
 
 Every tool is annotated read-only, idempotent and closed-world (MCP ``ToolAnnotations``), and
-is: the server has no sudo right, no docker group and a read-only view of the system.
+is: the server has no sudo right, no docker group and a read-only view of the system. It
+still answers with what spark-mcp reads (the engines' journals, the kernel log) that other
+local users cannot, so every request must carry the operator's bearer token (issue 22).
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import ipaddress
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -81,6 +86,76 @@ def build_server(tools: Tools) -> MCPServer:
     return server
 
 
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+# A refused request gets this and nothing else: no body, no hint of what the server is.
+REFUSED = (
+    {
+        "type": "http.response.start",
+        "status": 401,
+        "headers": [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")],
+    },
+    {"type": "http.response.body", "body": b""},
+)
+
+
+class BearerToken:
+    """
+    A pure-ASGI gate in front of the SDK's Streamable HTTP app: every HTTP request must carry
+    ``Authorization: Bearer TOKEN`` with the operator's token, compared in constant time
+    (``hmac.compare_digest``); any other gets 401 with an empty body, and never reaches the
+    SDK. Loopback alone let every local process read journals and the kernel log through
+    spark-mcp's systemd-journal group (issue 22). Lifespan events pass through.
+    """
+
+    def __init__(self, app: App, token: str):
+        if not token:
+            raise ValueError("the MCP token is empty: run the deploy again to make it")
+        self.app = app
+        self.expected = b"bearer " + token.encode()
+
+    def allows(self, scope: Scope) -> bool:
+        """Whether the request carries exactly one Authorization header with the token (the
+        scheme's case is free, RFC 9110 11.1)."""
+        given = [
+            value for name, value in scope.get("headers", ()) if name.lower() == b"authorization"
+        ]
+        if len(given) != 1:
+            return False
+        scheme, _, token = given[0].partition(b" ")
+        return hmac.compare_digest(scheme.lower() + b" " + token, self.expected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self.allows(scope):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            for message in REFUSED:
+                await send(dict(message))
+
+
+def read_token(path: Path) -> str:
+    """The token in ``path`` (made on the Spark by the deploy, 0640 root:spark-mcp), never
+    from the environment or the command line, where other local users could read it."""
+    try:
+        token = path.read_text().strip()
+    except OSError as error:
+        raise SystemExit(f"spark-mcp: cannot read the token {path}: {error.strerror}") from None
+    if not token:
+        raise SystemExit(f"spark-mcp: the token {path} is empty: run the deploy again")
+    return token
+
+
+def app(server: MCPServer, token: str, host: str) -> BearerToken:
+    """The server's Streamable HTTP app behind the token gate."""
+    inner = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return BearerToken(inner, token)
+
+
 def loopback(host: str) -> str:
     """``host`` when it is a loopback address; the server is never reachable from outside."""
     if not ipaddress.ip_address(host).is_loopback:
@@ -91,16 +166,13 @@ def loopback(host: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="spark-mcp", description=__doc__.split("\n\n")[0])
     parser.add_argument("--context", type=Path, required=True)
+    parser.add_argument("--token-file", type=Path, required=True)
     parser.add_argument("--host", type=loopback, default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     options = parser.parse_args(argv)
+    token = read_token(options.token_file)
     server = build_server(Tools(load_context(options.context)))
-    server.run(
-        "streamable-http",
-        host=options.host,
-        port=options.port,
-        streamable_http_path=MCP_PATH,
-    )
+    uvicorn.run(app(server, token, options.host), host=options.host, port=options.port)
 
 
 if __name__ == "__main__":

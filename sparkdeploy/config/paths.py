@@ -47,6 +47,11 @@ MCP_UNIT_NAME = "spark-mcp.service"
 MCP_CONTEXT = "/etc/spark-deploy/mcp/context.json"
 MCP_UNIT = SYSTEMD_DIR + "/" + MCP_UNIT_NAME
 MCP_PATH = "/mcp"  # its Streamable HTTP endpoint (the SDK's default path)
+# The bearer token every request to it must carry (issue 22: loopback alone let any local user
+# read the journals through it): made on the Spark from /dev/urandom, read by the server
+# (root:MCP_USER 0640), and the operator's copy, written by the operator under their home.
+MCP_TOKEN = "/etc/spark-deploy/mcp/token"
+MCP_OPERATOR_TOKEN = ".config/spark-deploy/mcp-token"  # under the operator's home
 # Units kept alive under memory pressure, so a runaway engine cannot take the Spark offline.
 OOM_PROTECTED_UNITS = ("ssh.service", "NetworkManager.service")
 

@@ -359,8 +359,10 @@ class SparkSettings(BaseModel):
         False,
         description="Run the read-only MCP server for local coding agents on the Spark "
         "(spark-mcp.service, its own unprivileged user spark-mcp, bound to 127.0.0.1:mcp_port): "
-        "tools status, diagnose, explain_rule and check_command. See docs/mcp.md. Turning it off "
-        "stops it and removes its files; the user stays.",
+        "tools status, diagnose, explain_rule and check_command. Each request carries the bearer "
+        "token made on the Spark (/etc/spark-deploy/mcp/token), of which the operator gets a copy "
+        "in ~/.config/spark-deploy/mcp-token. See docs/mcp.md. Turning it off stops it and "
+        "removes its files and the token; the user stays.",
     )
     mcp_port: int = Field(
         8765,

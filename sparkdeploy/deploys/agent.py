@@ -2,8 +2,9 @@
 The read-only MCP server for local coding agents (``mcp_server: true``): the ``mcp`` SDK in
 a venv of its own, the pure part of sparkdeploy it runs (knowledge, config, engine_plan,
 readings, agent) unpacked beside it with its digest, what it knows of the Spark, a hardened
-unit bound to 127.0.0.1, and the system user it runs as. Turning it off stops it and
-removes its files. See docs/mcp.md.
+unit bound to 127.0.0.1, the system user it runs as, and the bearer token every request
+must carry (made on the Spark, copied by the operator into their home). Turning it off
+stops it and removes its files. See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from sparkdeploy.config.paths import (
     MCP_CONTEXT,
     MCP_DIR,
     MCP_LIB,
+    MCP_OPERATOR_TOKEN,
     MCP_PATH,
+    MCP_TOKEN,
     MCP_UNIT,
     MCP_UNIT_NAME,
     MCP_USER,
     MCP_VENV,
 )
 from sparkdeploy.config.spark import SparkSettings
-from sparkdeploy.deploys.managed import managed_file
+from sparkdeploy.deploys.managed import as_operator, managed_file
 from sparkdeploy.deploys.venv import shipped_lock, venv_commands
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import host_state
@@ -56,6 +59,11 @@ SHIPPED_PARTS = (
 HOST = "127.0.0.1"
 JOURNAL_GROUP = "systemd-journal"
 START_TIMEOUT = 60  # seconds the server may take to answer after a (re)start
+TOKEN_MODE = "640"  # root:MCP_USER: the server reads it, no other local user
+COPY_MODE = "600"  # the operator's copy, theirs alone
+# 32 random bytes, URL-safe, printed only into the file (never argv, never output); python3 -I
+# ignores the caller's environment and the current folder (no planted module runs as root).
+MAKE_TOKEN = "python3 -I -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 def requirements(spark: SparkSettings) -> list[str]:
@@ -173,6 +181,65 @@ def mcp_library(archive: bytes, digest: str, lib: str = MCP_LIB):
 
 
 @operation()
+def mcp_token(token: str = MCP_TOKEN):
+    """
+    Make the MCP server's bearer token on the Spark, once: only when missing, by root with
+    ``umask 027`` from /dev/urandom, into ``token`` (0640 root:spark-mcp, renamed into
+    place). It is never on the laptop, in argv or in output.
+
+    + token: the token's path on the Spark
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_token()
+    """
+    found = host_state().mcp.get("token", "")
+    wanted = f"{TOKEN_MODE} root {MCP_USER}"
+    if found == wanted:
+        host.noop(f"{token} is there ({wanted})")
+        return
+    if found:
+        yield f"chown root:{MCP_USER} {shell(token)} && chmod {TOKEN_MODE} {shell(token)}"
+        return
+    staged = shell(f"{token}.spark-deploy-new")
+    yield (
+        f"mkdir -p {shell(posixpath.dirname(token))} && (umask 027 && rm -f {staged} && "
+        f"{MAKE_TOKEN} > {staged}) && chgrp {MCP_USER} {staged} && "
+        f"chmod {TOKEN_MODE} {staged} && mv -f {staged} {shell(token)}"
+    )
+
+
+@operation()
+def mcp_token_copy(token: str = MCP_TOKEN):
+    """
+    Give the operator a copy of the MCP server's token, ~/.config/spark-deploy/mcp-token
+    (0600), whenever it is missing, differs from ``token`` or has another mode. The operator
+    writes it from root's file on standard input (``managed.as_operator``): root never
+    creates, chowns or chmods a path in the operator's home.
+
+    + token: the token's path on the Spark (made by ``mcp_token`` before)
+
+    **Example:**
+
+    .. code:: python
+
+        agent.mcp_token_copy()
+    """
+    state = host_state()
+    if state.mcp.get("token") and state.mcp.get("copy") == COPY_MODE:
+        host.noop(f"the operator {host.data.spark.user} holds a copy of {token}")
+        return
+    if not state.user_home:
+        raise OperationError(
+            f"{host.name}: the operator {host.data.spark.user} has no home to hold a copy of "
+            f"{token}; set operator_user to an account with a home"
+        )
+    yield as_operator(posixpath.join(state.user_home, MCP_OPERATOR_TOKEN), COPY_MODE, token)
+
+
+@operation()
 def mcp_running(port: int, restart: bool = False):
     """
     Keep the MCP server enabled and running; (re)start it when asked or when it is not
@@ -207,7 +274,8 @@ def mcp_running(port: int, restart: bool = False):
 @operation()
 def mcp_retired():
     """
-    Stop the MCP server and remove its unit, context, code and venv (the user stays).
+    Stop the MCP server and remove its unit, context, token, code and venv (the user
+    stays); the operator's copy of the token is removed by the operator.
 
     **Example:**
 
@@ -219,7 +287,14 @@ def mcp_retired():
         host.noop("no MCP server on this Spark")
         return
     yield f"systemctl disable --now {MCP_UNIT_NAME} 2>/dev/null || true"
-    yield f"rm -rf {MCP_UNIT} {shell(MCP_CONTEXT)} {MCP_DIR} && systemctl daemon-reload"
+    yield (
+        f"rm -rf {MCP_UNIT} {shell(MCP_CONTEXT)} {shell(MCP_TOKEN)} {MCP_DIR} && "
+        "systemctl daemon-reload"
+    )
+    home = host_state().user_home
+    if home:
+        copy = shell(posixpath.join(home, MCP_OPERATOR_TOKEN))
+        yield f"runuser -u {shell(host.data.spark.user)} -- rm -f {copy}"
 
 
 @deploy("Serve read-only diagnosis to local coding agents (MCP)")
@@ -233,6 +308,8 @@ def serve_agent_tools() -> None:
         name=f"Install the MCP SDK ({spark.mcp_sdk_version}) in its own venv",
         packages=requirements(spark),
     )
+    token = mcp_token(name="Make the MCP server's token")
+    mcp_token_copy(name=f"Give the operator a copy of the MCP token (~/{MCP_OPERATOR_TOKEN})")
     archive, digest = library()
     code = mcp_library(name="Install the code the MCP server runs", archive=archive, digest=digest)
     context = managed_file(
@@ -254,11 +331,12 @@ def serve_agent_tools() -> None:
             venv=MCP_VENV,
             lib=MCP_LIB,
             context=MCP_CONTEXT,
+            token=MCP_TOKEN,
         ),
     )
     systemd.daemon_reload(name="Reload systemd units", _if=any_changed(unit))
     mcp_running(
         name=f"Run the MCP server on {HOST}:{spark.mcp_port}",
         port=spark.mcp_port,
-        restart=venv.will_change or code.will_change or context.will_change or unit.will_change,
+        restart=any(op.will_change for op in (venv, code, context, unit, token)),
     )

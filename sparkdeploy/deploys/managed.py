@@ -144,10 +144,16 @@ def _home_file(
     real = posixpath.join(state.user_home, file.path[len(HOME) :])
     staged = yield from _private_upload_dir(file, state)
     yield FileUploadCommand(StringIO(content), staged, remote_temp_filename=f"{staged}.upload")
-    script = shell(AS_OPERATOR.format(mode=file.mode))
-    user = shell(host.data.spark.user)
-    yield (
-        f"runuser -u {user} -- sh -c {script} spark-deploy "
-        f"{shell(posixpath.dirname(real))} {shell(real)} < {shell(staged)}; "
-        f"written=$?; rm -f {shell(staged)}; [ $written -eq 0 ]"
+    write = as_operator(real, file.mode, staged)
+    yield f"{write}; written=$?; rm -f {shell(staged)}; [ $written -eq 0 ]"
+
+
+def as_operator(real: str, mode: str, source: str) -> str:
+    """The command that makes the operator write ``real`` (a path under their home) with
+    ``mode`` from ``source``, a file root opens as standard input (see ``AS_OPERATOR``): the
+    content never passes through argv, and root never touches the operator's home."""
+    script = shell(AS_OPERATOR.format(mode=mode))
+    return (
+        f"runuser -u {shell(host.data.spark.user)} -- sh -c {script} spark-deploy "
+        f"{shell(posixpath.dirname(real))} {shell(real)} < {shell(source)}"
     )

@@ -58,7 +58,8 @@ class HostState:
     kept: bool = False  # a last good engine configuration is kept (spark-engine-rollback)
     # The MCP server: "venv" the sha256 of the lock its venv was made from, "lib" the digest of the
     # code unpacked, "user" spark-mcp's groups, "present" 1 when any of its files is on the
-    # Spark ("" when not); its unit's state is in ``units`` when it is wanted
+    # Spark ("" when not), "token" its token's mode and owner, "copy" the mode of the
+    # operator's copy when it holds that token; its unit's state is in ``units`` when wanted
     mcp: dict[str, str] = field(default_factory=dict)
     hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
     fabric: dict[str, str] = field(default_factory=dict)  # probes/fabric.py: "table", "present"
@@ -124,6 +125,8 @@ class SparkHostState(FactBase):
         mcp lib 3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea
         mcp user spark-mcp systemd-journal
         mcp present 1
+        mcp token 640 root spark-mcp
+        mcp copy 600
         fabric table 1
         fabric present 1
     """  # noqa: E501 -- the sample output is verbatim (tests parse it)

@@ -1,9 +1,11 @@
 """
 The MCP server on a twin, asked with the real client of the same SDK (``mcp.Client`` over
-Streamable HTTP, run inside the twin with the server's own venv): the deploy installs it once
-and a second run changes nothing; it runs as spark-mcp (systemd-journal, no sudo, no docker)
-on 127.0.0.1 only; its four tools answer and the host is the same before and after; an engine
-that crashes is diagnosed with the crash's signature; turning it off removes it.
+Streamable HTTP, run inside the twin with the server's own venv, as the operator, with the
+token from the operator's copy): the deploy installs it once and a second run changes nothing;
+it runs as spark-mcp (systemd-journal, no sudo, no docker) on 127.0.0.1 only; a request
+without the token gets 401 and no other account reads the token; its four tools answer and
+the host is the same before and after; an engine that crashes is diagnosed with the crash's
+signature; turning it off removes it.
 """
 
 from __future__ import annotations
@@ -18,15 +20,28 @@ from tests.twins import harness
 
 MCP_UNIT = "spark-mcp.service"
 VENV_PYTHON = "/opt/spark-deploy/mcp/venv/bin/python"
+OPERATOR = "spark"  # the twins' SSH user, the operator (no operator_user here)
+TOKEN = "/etc/spark-deploy/mcp/token"
+COPY = f"/home/{OPERATOR}/.config/spark-deploy/mcp-token"
+URL = "http://127.0.0.1:8765/mcp"
 ENGINE = {"name": "sglang", "rollback": False}
 # The client: every call's outcome as one JSON line (tool, is_error, structured content or
 # the error text).
+# Run as the operator, it reads the token from the operator's copy (never from argv).
 CLIENT = """
-import asyncio, json, sys
+import asyncio, json, os, pwd, sys
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+home = pwd.getpwuid(os.getuid()).pw_dir
+with open(home + "/.config/spark-deploy/mcp-token") as f:
+    headers = {"Authorization": "Bearer " + f.read().strip()}
 
 async def main():
-    async with Client("http://127.0.0.1:8765/mcp") as client:
+    async with httpx2.AsyncClient(headers=headers) as http, Client(
+        streamable_http_client("http://127.0.0.1:8765/mcp", http_client=http)
+    ) as client:
         listed = await client.list_tools()
         print(json.dumps({"tools": {t.name: t.annotations.read_only_hint for t in listed.tools}}))
         for name, args in json.loads(sys.argv[1]):
@@ -52,7 +67,9 @@ FLASHINFER = (
 
 def ask(twin: harness.Twin, *calls: tuple[str, dict]) -> tuple[dict, list[dict]]:
     """The tools listed (name -> read-only hint) and each call's outcome, in order."""
-    done = twin.exec(f"{VENV_PYTHON} - {shell(json.dumps(calls))}", input=CLIENT)
+    done = twin.exec(
+        f"runuser -u {OPERATOR} -- {VENV_PYTHON} - {shell(json.dumps(calls))}", input=CLIENT
+    )
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return lines[0]["tools"], lines[1:]
 
@@ -64,7 +81,48 @@ class TestMcpServer:
         run = scenario.deploy(env=TOKEN_ENV)
         assert run.returncode == 0, run.explain()
         assert "Install the MCP SDK (2.3.0) in its own venv" in " ".join(run.changed()["mcp"])
-        assert_idempotent(scenario.deploy(env=TOKEN_ENV))
+        again = scenario.deploy(env=TOKEN_ENV)
+        assert_idempotent(again)
+        token = scenario.twins["mcp"].exec(f"cat {TOKEN}").stdout.strip()
+        assert len(token) >= 43, "the token is not 32 random bytes"
+        for output in (run.stdout, run.stderr, again.stdout, again.stderr):
+            assert token not in output, "the MCP token is in the deploy's output"
+
+    def test_only_the_operator_holds_the_token(self, scenario):
+        """Issue 22: on loopback alone, any local account read the engines' journals and the
+        kernel log through spark-mcp's systemd-journal group."""
+        twin = scenario.twins["mcp"]
+        group = twin.exec(f"id -gn {OPERATOR}").stdout.strip()
+        stat = twin.exec(f"stat -c '%a %U %G' {TOKEN} {COPY}").stdout.splitlines()
+        assert stat == ["640 root spark-mcp", f"600 {OPERATOR} {group}"]
+        assert twin.exec(f"cmp -s {TOKEN} {COPY}", check=False).returncode == 0
+        for path in (TOKEN, COPY):
+            other = twin.exec(f"runuser -u nobody -- cat {path}", check=False)
+            assert other.returncode != 0 and other.stdout == "", f"nobody read {path}"
+        token = twin.exec(f"cat {TOKEN}").stdout.strip()
+        assert token not in twin.exec("ps -eo args; systemctl show spark-mcp.service").stdout
+        post = f"curl -s -m 5 -o /dev/null -w '%{{http_code}} %{{size_download}}' -X POST {URL}"
+        body = '-H \'Content-Type: application/json\' -d \'{"jsonrpc":"2.0","id":1}\''
+        for header in ("", "-H 'Authorization: Bearer wrong'", "-H 'Authorization: Bearer'"):
+            answer = twin.exec(f"runuser -u nobody -- {post} {body} {header}").stdout
+            assert answer == "401 0", f"{header or 'no token'}: {answer}"
+
+    def test_a_link_planted_as_the_copy_leads_root_nowhere(self, scenario):
+        """The operator's symlink in place of the copy is replaced by the operator, and the
+        file it pointed at is untouched."""
+        twin = scenario.twins["mcp"]
+        before = twin.exec("sha256sum /etc/shadow; stat -c '%a %U %G' /etc/shadow").stdout
+        twin.exec(f"runuser -u {OPERATOR} -- ln -sf /etc/shadow {COPY}")
+        run = scenario.deploy(env=TOKEN_ENV)
+        assert run.returncode == 0, run.explain()
+        (changed,) = run.changed()["mcp"]
+        assert changed.endswith(
+            "Give the operator a copy of the MCP token (~/.config/spark-deploy/mcp-token)"
+        )
+        assert twin.exec("sha256sum /etc/shadow; stat -c '%a %U %G' /etc/shadow").stdout == before
+        assert (
+            twin.exec(f"[ -f {COPY} ] && [ ! -L {COPY} ] && cmp -s {TOKEN} {COPY}").returncode == 0
+        )
 
     def test_it_runs_unprivileged_on_loopback_only(self, scenario):
         twin = scenario.twins["mcp"]
@@ -152,7 +210,9 @@ class TestMcpServer:
         gone = "[ ! -e /opt/spark-deploy/mcp ] && [ ! -e /etc/systemd/system/spark-mcp.service ]"
         assert (
             twin.exec(
-                gone + " && [ ! -e /etc/spark-deploy/mcp/context.json ]", check=False
+                gone + f" && [ ! -e /etc/spark-deploy/mcp/context.json ] && [ ! -e {TOKEN} ]"
+                f" && [ ! -e {COPY} ]",
+                check=False,
             ).returncode
             == 0
         )

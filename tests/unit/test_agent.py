@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+import uvicorn
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from sparkdeploy.agent.context import SparkContext, context_of, load_context
-from sparkdeploy.agent.server import build_server, loopback
+from sparkdeploy.agent.server import BearerToken, app, build_server, loopback, read_token
 from sparkdeploy.agent.tools import Tools
 from sparkdeploy.inventory import build_inventory
 from sparkdeploy.knowledge.flags import check_flags, from_argv, to_argv
@@ -311,6 +317,125 @@ def test_the_server_binds_loopback_only():
     assert loopback("127.0.0.1") == "127.0.0.1" and loopback("::1") == "::1"
     with pytest.raises(Exception, match="0.0.0.0 is not a loopback address"):
         loopback("0.0.0.0")
+
+
+# -- the bearer token (issue 22: loopback alone let every local user read the journals) ------
+
+TOKEN = "s3cret-t0ken_of-the-operator"
+
+
+def gate(headers: list[tuple[bytes, bytes]], kind: str = "http") -> tuple[bool, list[dict]]:
+    """Whether a request with ``headers`` reached the app behind the gate, and what the
+    gate itself sent."""
+    reached: list[bool] = []
+    sent: list[dict] = []
+
+    async def inner(scope, receive, send) -> None:
+        reached.append(True)
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message) -> None:
+        sent.append(message)
+
+    scope = {"type": kind, "method": "POST", "path": "/mcp", "headers": headers}
+    asyncio.run(BearerToken(inner, TOKEN)(scope, receive, send))
+    return bool(reached), sent
+
+
+REFUSED = [
+    {
+        "type": "http.response.start",
+        "status": 401,
+        "headers": [(b"www-authenticate", b"Bearer"), (b"content-length", b"0")],
+    },
+    {"type": "http.response.body", "body": b""},
+]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [],
+        [(b"authorization", b"Bearer wrong")],
+        [(b"authorization", f"Bearer {TOKEN}x".encode())],
+        [(b"authorization", f"Basic {TOKEN}".encode())],
+        [(b"authorization", TOKEN.encode())],
+        [(b"authorization", b"Bearer ")],
+        [(b"authorization", f"Bearer {TOKEN}".encode()), (b"authorization", b"Bearer x")],
+        [(b"x-token", TOKEN.encode())],
+    ],
+    ids=["none", "wrong", "longer", "basic", "no scheme", "empty", "two", "other header"],
+)
+def test_a_request_without_the_token_gets_401_and_nothing_else(headers):
+    reached, sent = gate(headers)
+    assert not reached and sent == REFUSED
+
+
+@pytest.mark.parametrize("scheme", [b"Bearer", b"bearer", b"BEARER"])
+def test_a_request_with_the_token_reaches_the_server(scheme):
+    reached, sent = gate(
+        [(b"host", b"127.0.0.1:8765"), (b"Authorization", scheme + b" " + TOKEN.encode())]
+    )
+    assert reached and sent == []
+
+
+def test_a_websocket_without_the_token_is_closed_and_lifespan_passes():
+    assert gate([], "websocket") == (False, [{"type": "websocket.close", "code": 1008}])
+    assert gate([], "lifespan") == (True, [])
+
+
+def test_the_token_is_read_from_its_file_and_an_empty_one_refused(tmp_path: Path):
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    assert read_token(path) == TOKEN
+    path.write_text("\n")
+    with pytest.raises(SystemExit, match="is empty: run the deploy again"):
+        read_token(path)
+    with pytest.raises(SystemExit, match="cannot read the token"):
+        read_token(tmp_path / "missing")
+    with pytest.raises(ValueError, match="the MCP token is empty"):
+        BearerToken(lambda *_: None, "")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def served() -> Iterator[str]:
+    """The real server (the SDK's Streamable HTTP app behind the gate) under uvicorn on a
+    free loopback port: its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app(build_server(tools()), TOKEN, "127.0.0.1"), port=port, log_level="error")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started and thread.is_alive():
+        threading.Event().wait(0.02)
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_the_served_server_answers_the_client_with_the_token_only(served: str):
+    async def ask(headers: dict[str, str]) -> list[str]:
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(served, http_client=http)) as client,
+        ):
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert sorted(asyncio.run(ask({"Authorization": f"Bearer {TOKEN}"}))) == [
+        "check_command",
+        "diagnose",
+        "explain_rule",
+        "status",
+    ]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        refused = httpx2.post(served, json=body, headers=headers)
+        assert (refused.status_code, refused.content) == (401, b"")
 
 
 # -- the context the deploy writes -------------------------------------------------------------

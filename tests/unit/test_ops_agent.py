@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
+import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 from pyinfra.api import OperationError
 
 from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.paths import MCP_OPERATOR_TOKEN, MCP_TOKEN
 from sparkdeploy.deploys.agent import (
     library,
     mcp_library,
     mcp_retired,
     mcp_running,
+    mcp_token,
+    mcp_token_copy,
     mcp_user,
     mcp_venv,
     requirements,
 )
+from sparkdeploy.deploys.managed import AS_OPERATOR
+from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.facts.probes.mcp import MCP_LINES
 from sparkdeploy.knowledge.locks import read_lock
 from tests.unit.operations import HOST_STATE, Outcome, given, host_state, run, spark
 
@@ -30,11 +39,15 @@ MCP_LOCK = read_lock("mcp", "2.3.0")
 
 
 def with_mcp(
-    operation, mcp: dict[str, str], unit: tuple[str, str] | None = None, **arguments
+    operation,
+    mcp: dict[str, str],
+    unit: tuple[str, str] | None = None,
+    home: str = "/home/nvidia",
+    **arguments,
 ) -> Outcome:
     host = spark(mcp_server=True)
     units = {"spark-mcp.service": unit} if unit else {}
-    given(host, SparkHostState, host_state(mcp=mcp, units=units))
+    given(host, SparkHostState, host_state(mcp=mcp, units=units, user_home=home))
     return run(operation, host, **arguments)
 
 
@@ -44,6 +57,8 @@ def test_the_sample_fact_reads_every_mcp_line():
         "lib": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
         "user": "spark-mcp systemd-journal",
         "present": "1",
+        "token": "640 root spark-mcp",
+        "copy": "600",
     }
 
 
@@ -151,12 +166,61 @@ def test_the_server_runs_enabled_and_answers_after_a_start(unit, restart, expect
 
 
 def test_turned_off_it_is_removed_when_anything_of_it_is_there():
+    """The token goes with it; the operator's copy is removed by the operator."""
     assert with_mcp(mcp_retired, {"present": "0"}).noop == "no MCP server on this Spark"
     assert with_mcp(mcp_retired, {"present": "1"}).commands == [
         "systemctl disable --now spark-mcp.service 2>/dev/null || true",
         "rm -rf /etc/systemd/system/spark-mcp.service /etc/spark-deploy/mcp/context.json "
-        "/opt/spark-deploy/mcp && systemctl daemon-reload",
+        "/etc/spark-deploy/mcp/token /opt/spark-deploy/mcp && systemctl daemon-reload",
+        "runuser -u nvidia -- rm -f /home/nvidia/.config/spark-deploy/mcp-token",
     ]
+
+
+# -- the token (issue 22: loopback alone let every local user read the journals through it) --
+
+TOKEN = "/etc/spark-deploy/mcp/token"
+
+
+def test_the_token_is_made_on_the_spark_only_when_missing_never_in_argv():
+    made = with_mcp(mcp_token, {"token": ""}).commands
+    staged = f"{TOKEN}.spark-deploy-new"
+    assert made == [
+        f"mkdir -p /etc/spark-deploy/mcp && (umask 027 && rm -f {staged} && "
+        "python3 -I -c 'import secrets; print(secrets.token_urlsafe(32))' > "
+        f"{staged}) && chgrp spark-mcp {staged} && chmod 640 {staged} && mv -f {staged} {TOKEN}"
+    ]
+    there = with_mcp(mcp_token, {"token": "640 root spark-mcp", "copy": ""})
+    assert there.commands == [] and there.noop == f"{TOKEN} is there (640 root spark-mcp)"
+    # A token another run left readable to others is closed, never made anew (the operator's
+    # copy stays valid).
+    assert with_mcp(mcp_token, {"token": "644 root root"}).commands == [
+        f"chown root:spark-mcp {TOKEN} && chmod 640 {TOKEN}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "token, copy",
+    [("", ""), ("640 root spark-mcp", ""), ("640 root spark-mcp", "644")],
+    ids=["new token", "copy missing or different", "copy readable by others"],
+)
+def test_the_operators_copy_is_written_by_the_operator_from_roots_file(token, copy):
+    """Root opens only its own file (as standard input); the operator makes the folders and
+    the file (umask 077, chmod 600, renamed into place): nothing in argv, and no path in the
+    operator's home is created, chowned or chmoded by root."""
+    (command,) = with_mcp(mcp_token_copy, {"token": token, "copy": copy}).commands
+    folder = "/home/nvidia/.config/spark-deploy"
+    assert command == (
+        f"runuser -u nvidia -- sh -c {shell(AS_OPERATOR.format(mode='600'))} spark-deploy "
+        f"{folder} {folder}/mcp-token < {TOKEN}"
+    )
+    assert "chown" not in command.split(" -- ")[0] and "secrets" not in command
+
+
+def test_the_operators_copy_holding_the_token_is_a_noop_and_a_missing_home_refused():
+    held = with_mcp(mcp_token_copy, {"token": "640 root spark-mcp", "copy": "600"})
+    assert held.commands == [] and held.noop == f"the operator nvidia holds a copy of {TOKEN}"
+    with pytest.raises(OperationError, match="set operator_user to an account with a home"):
+        with_mcp(mcp_token_copy, {"token": "", "copy": ""}, home="")
 
 
 @pytest.mark.parametrize(
@@ -173,3 +237,66 @@ def test_the_mcp_port_is_its_own(keys, taken):
     message = f"key 'mcp_port': port 8765 is {taken}: give the MCP server another"
     with pytest.raises(InventoryError, match=re.escape(message)):
         spark(mcp_server=True, **keys)
+
+
+def token_lines(tmp_path: Path, case: str) -> dict[str, str]:
+    """The fact's token lines (MCP_LINES) run by sh against a token and an operator's home
+    under ``tmp_path``, laid out as in ``case``: HostState.mcp's "token" and "copy"."""
+    token, home = tmp_path / "token", tmp_path / "home"
+    copy = home / MCP_OPERATOR_TOKEN
+    copy.parent.mkdir(parents=True)
+    lay(case, token, copy)
+    script = "\n".join(MCP_LINES[-3:]).replace(MCP_TOKEN, str(token))
+    done = subprocess.run(
+        ["sh", "-c", f"home={shell(str(home))}\n{script}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=10,
+    )
+    return SparkHostState().process(done.stdout.splitlines()).mcp
+
+
+def lay(case: str, token: Path, copy: Path) -> None:
+    """The token and the operator's copy as in ``case``."""
+    if case == "none":
+        return
+    token.write_text("" if case == "empty token" else "t0ken\n")
+    if case == "token a symlink":
+        token.unlink()
+        token.symlink_to(copy)
+        copy.write_text("t0ken\n")
+    elif case == "copy a symlink":
+        copy.symlink_to(token)
+    elif case == "copy a fifo":
+        os.mkfifo(copy)
+    else:
+        copy.write_text("other\n" if case == "other copy" else token.read_text())
+        copy.chmod(0o644 if case == "readable copy" else 0o600)
+
+
+@pytest.mark.parametrize(
+    "case, token, copy",
+    [
+        ("held", True, "600"),
+        ("readable copy", True, "644"),
+        ("other copy", True, ""),
+        ("copy a symlink", True, ""),
+        ("copy a fifo", True, ""),
+        ("empty token", False, ""),
+        ("token a symlink", False, ""),
+        ("none", False, ""),
+    ],
+)
+def test_the_fact_compares_the_copy_as_root_and_never_follows_a_link_there(
+    tmp_path, case, token, copy
+):
+    """A symlink (even to the token itself) or a FIFO the operator put in place of the copy
+    reads as no copy: it is replaced by the operator, never opened by root. A token that is
+    not a file with content reads as none (made anew)."""
+    state = token_lines(tmp_path, case)
+    assert state["copy"] == copy
+    assert bool(state["token"]) is token
+    if token:
+        mode, user, group = state["token"].split()
+        assert mode.isdigit() and user and group

@@ -137,7 +137,7 @@ def test_mcp_server():
     probe = McpServer()
     assert probe.parse(sample(probe))["user"] == "spark-mcp systemd-journal"
     assert probe.parse(["mcp venv ", "mcp present 0"]) == {"venv": "", "present": "0"}
-    assert len(probe.lines(HostQuery("nvidia"))) == 4
+    assert len(probe.lines(HostQuery("nvidia"))) == 7  # venv, lib, user, present, token x3
 
 
 def test_fabric_guard():
