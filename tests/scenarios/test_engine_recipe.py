@@ -9,6 +9,7 @@ would stop it. A second run changes nothing.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from tests.scenarios.conftest import assert_idempotent
@@ -41,6 +42,17 @@ class TestNgcRecipe:
     }
 
     def test_converge(self, scenario):
+        # files are shipped only from below the inventory's folder (docs/security.md): the
+        # operator keeps the template beside the inventory, as the recipe's folder has it
+        beside = scenario.inventory.parent / TEMPLATE.name
+        shutil.copyfile(TEMPLATE, beside)
+        twin = scenario.twins["ngc"]
+        engine = {
+            **twin.data["engine"],
+            "files": [{"src": str(beside), "dest": "/templates/chat.jinja"}],
+        }
+        twin.data = {**twin.data, "engine": engine}
+        scenario.write_inventory()
         run = scenario.deploy(env=harness.HUB_TOKEN_ENV)
         assert run.returncode == 0, run.explain()
         assert "[ngc] spark-engine-health: ready after" in run.stderr
