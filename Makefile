@@ -33,11 +33,15 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# Tests run in parallel (pytest-xdist): a whole file per worker, so a scenario's twins stay
+# with it; each worker boots its twins in a namespace of its own (tests/conftest.py). The
+# scenarios mostly wait on booting twins and deploys, so more workers than cores pays.
+JOBS ?= 4
 test: setup lint docker
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) --dist loadfile
 
 unit: setup
-	$(PY) -m pytest -m "not twins"
+	$(PY) -m pytest -m "not twins" -n $(shell nproc)
 
 # Read-only status table of the Sparks in $SPARK_INVENTORY (default inventory/sparks.yml).
 status: setup

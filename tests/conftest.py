@@ -22,6 +22,13 @@ CALLER_PREFIXES = ("HF_", "HUGGING_FACE_", "HUGGINGFACE_", "SPARK_")
 def pytest_configure(config: pytest.Config) -> None:
     for name in [name for name in os.environ if name.startswith(CALLER_PREFIXES)]:
         del os.environ[name]
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # Each pytest-xdist worker boots its own twins: a namespace of its own (harness.py),
+        # so two workers never share, replace or wait on each other's twins.
+        from tests.twins import harness
+
+        os.environ[harness.NAMESPACE_ENV] = f"{harness.namespace()[:28]}-{worker}"
     config.addinivalue_line("markers", "twins: needs a Docker engine to boot Spark twins")
 
 
