@@ -128,14 +128,18 @@ NAMED_SECRET = re.compile(
 )
 # --api-key K, --hf-token K on a logged command line.
 SECRET_FLAG = re.compile(rf"(?P<name>--{_NAME}\s+)(?P<value>[^\s-]\S*)", re.IGNORECASE)
-# Values no name announces: what config/values.py refuses in an inventory (Hugging Face,
-# OpenAI-style, GitHub, Slack, AWS, bearer headers, JWTs), NGC keys and PEM private keys.
-SECRET_SHAPE = re.compile(
+# Tokens by their shape, wherever they stand: Hugging Face, OpenAI-style, GitHub (classic and
+# fine-grained), GitLab, Slack, AWS keys (long-term and temporary), Google API keys, NVIDIA
+# NGC / build.nvidia.com keys (nvapi-), JWTs. The one list: config/values.py refuses the same
+# shapes in an inventory (its SECRET adds bearer headers, PEM keys and named assignments).
+TOKEN_SHAPES = (
     r"hf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*|\bnvapi-[A-Za-z0-9_-]{20,}",
-    re.IGNORECASE,
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{20,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)|\bAIza[0-9A-Za-z_-]{35}"
+    r"|\bnvapi-[A-Za-z0-9_-]{20,}"
+    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*"
 )
+SECRET_SHAPE = re.compile(TOKEN_SHAPES, re.IGNORECASE)
 BEARER = re.compile(r"\b(?P<scheme>Bearer|Basic|Token)\s+(?P<value>[A-Za-z0-9._~+/=-]{8,})")
 PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
 PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")

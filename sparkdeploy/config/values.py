@@ -22,20 +22,15 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator
 
-from sparkdeploy.escape import CONTROL, USER_NAME
+from sparkdeploy.escape import CONTROL, TOKEN_SHAPES, USER_NAME
 
-# Tokens a recipe may carry by mistake: Hugging Face, OpenAI-style, GitHub (classic and
-# fine-grained), GitLab, Slack, AWS keys (long-term and temporary), Google API keys, NVIDIA
-# NGC / build.nvidia.com keys (nvapi-), bearer headers, JWTs, PEM private keys (the header is
-# enough: a key file's first line), and secrets assigned to a name that says so
-# (AWS_SECRET_ACCESS_KEY=..., password: ...), as they appear in env files and configs.
-# Matched anywhere in a value (issue 22: "Secrets that are not hf_/sk-/ghp_/AKIA/JWT-shaped").
+# Secrets a recipe may carry by mistake: the token shapes escape.py redacts (TOKEN_SHAPES),
+# bearer headers, PEM private keys (the header is enough: a key file's first line), and
+# secrets assigned to a name that says so (AWS_SECRET_ACCESS_KEY=..., password: ...), as they
+# appear in env files and configs. Matched anywhere in a value (issue 22: "Secrets that are
+# not hf_/sk-/ghp_/AKIA/JWT-shaped").
 SECRET = re.compile(
-    r"hf_[A-Za-z0-9]{30,}|\bsk-[A-Za-z0-9_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
-    r"|\bgithub_pat_[A-Za-z0-9_]{20,}|\bglpat-[A-Za-z0-9_-]{20,}"
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|(?-i:\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)|\bAIza[0-9A-Za-z_-]{35}"
-    r"|\bnvapi-[A-Za-z0-9_-]{20,}|\bBearer\s+\S{8,}"
-    r"|\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."
+    TOKEN_SHAPES + r"|\bBearer\s+\S{8,}"
     r"|-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----"
     r"|\b[A-Za-z0-9_]*(?:SECRET|PASSWORD|PASSWD|PRIVATE_KEY|API_KEY|ACCESS_KEY)[A-Za-z0-9_]*"
     r"\s*[=:]\s*['\"]?[A-Za-z0-9+/_.~-]{12,}",
