@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.twins import harness
+from tests.twins.prepared import prepared_image
 from tests.twins.runner import DeployRun, run_deploy
 
 
@@ -49,10 +50,14 @@ def made_scenario(
     prepare: dict[str, str],
     fabric: harness.Fabric | None,
     inventory: Path,
+    fresh: bool = False,
 ) -> Iterator[Scenario]:
     """Twins named and keyed by `spec`, wired by `fabric` (None: a pair gets its cable),
-    `prepare` run in them as root after boot; destroyed (with their switch) afterwards."""
-    twins = harness.up(tuple(spec), cable=len(spec) == 2, fabric=fabric)
+    `prepare` run in them as root after boot; destroyed (with their switch) afterwards. They
+    start from the prepared image (tests/twins/prepared.py: a deploy has been there once),
+    or from the plain image of a freshly imaged Spark when `fresh`."""
+    image = harness.build_image if fresh else prepared_image
+    twins = harness.up(tuple(spec), cable=len(spec) == 2, fabric=fabric, image=image)
     try:
         for twin in twins:
             twin.data = dict(spec[twin.name])
@@ -69,13 +74,15 @@ def made_scenario(
 def scenario(request, tmp_path_factory):
     """Create the twins the test class asks for (`twins = {name: {inventory keys}}`,
     `prepare = {name: shell commands run as root after boot}`, `fabric = "switch"` to hang
-    them off a QSFP switch instead of cabling a pair), destroy them when the class is done."""
+    them off a QSFP switch instead of cabling a pair, `fresh = True` for the plain image of a
+    freshly imaged Spark instead of the prepared one), destroy them when the class is done."""
     inventory = tmp_path_factory.mktemp(request.cls.__name__) / "inventory.yml"
     with made_scenario(
         request.cls.twins,
         getattr(request.cls, "prepare", {}),
         getattr(request.cls, "fabric", None),
         inventory,
+        getattr(request.cls, "fresh", False),
     ) as made:
         yield made
 

@@ -23,6 +23,7 @@ class TestPrepareSpark:
     """A fresh Spark with an HF token on the laptop: everything lands once, secrets stay put."""
 
     twins: dict[str, dict] = {"prep": {}}
+    fresh = True  # the hf command's install is part of what lands
 
     def test_converge(self, scenario):
         run = scenario.deploy("-v", env=TOKEN_ENV)  # -vvv: commands and their output

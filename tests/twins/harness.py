@@ -42,7 +42,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,7 +147,7 @@ def docker(*args: str, **kwargs):
 
 def namespace() -> str:
     """This checkout's twin namespace: $TWIN_NAMESPACE, or a short hash of ROOT."""
-    chosen = os.environ.get(NAMESPACE_ENV) or _digest(str(ROOT).encode())[:8]
+    chosen = os.environ.get(NAMESPACE_ENV) or digest(str(ROOT).encode())[:8]
     if not NAMESPACE_FORMAT.fullmatch(chosen):
         raise HarnessError(
             f"{NAMESPACE_ENV}={chosen!r}: use 1 to 32 letters, digits, '_', '.' or '-', "
@@ -253,7 +253,7 @@ def apt_mirror() -> tuple[str, str]:
     )
 
 
-def _digest(*parts: bytes) -> str:
+def digest(*parts: bytes) -> str:
     sha = hashlib.sha256()
     for part in parts:
         sha.update(len(part).to_bytes(8, "big"))
@@ -264,7 +264,7 @@ def _digest(*parts: bytes) -> str:
 def image_inputs_hash(mirror: str, suite: str) -> str:
     files = [HERE / "Dockerfile", *sorted((HERE / "standins").rglob("*"))]
     contents = [str(p.relative_to(HERE)).encode() + p.read_bytes() for p in files if p.is_file()]
-    return _digest(mirror.encode(), suite.encode(), *contents)
+    return digest(mirror.encode(), suite.encode(), *contents)
 
 
 def image_exists(tag: str) -> bool:
@@ -272,7 +272,7 @@ def image_exists(tag: str) -> bool:
 
 
 def build_base(mirror: str, suite: str) -> str:
-    tag = f"{PREFIX}-base:{_digest(mirror.encode(), suite.encode())}"
+    tag = f"{PREFIX}-base:{digest(mirror.encode(), suite.encode())}"
     if image_exists(tag):
         return tag
     if shutil.which("debootstrap") is None:
@@ -702,20 +702,22 @@ def up(
     names: tuple[str, ...] = tuple(DEMO_HOSTS),
     cable: bool = True,
     fabric: Fabric | None = None,
+    image: Callable[[], str] | None = None,
 ) -> list[Twin]:
     """Start the twins `names` and wire their QSFP rails: `fabric="switch"` puts them all on
     one switch, `fabric="cable"` cables a pair; without `fabric`, a pair is cabled when `cable`
-    (the default) and anything else is left unwired. Each twin's `data` is host_data()'s."""
+    (the default) and anything else is left unwired. Each twin's `data` is host_data()'s.
+    `image` gives the twins' image tag (default: the plain image, a freshly imaged Spark)."""
     wiring = choose_fabric(len(names), cable, fabric)
     claim_namespace()
-    image = build_image()
-    twins = [start_twin(name, image) for name in names]
+    tag = (image or build_image)()
+    twins = [start_twin(name, tag) for name in names]
     for twin, data in zip(twins, host_data(names, wiring).values(), strict=True):
         twin.data = data
     if wiring == "cable":
         link_cable(*twins)
     elif wiring == "switch":
-        switch = start_switch(image)
+        switch = start_switch(build_image())
         for twin in twins:
             plug(switch, twin)
     return twins
