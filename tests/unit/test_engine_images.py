@@ -70,7 +70,13 @@ def after_image(words: list[str], image: str) -> list[str]:
         ("vllm", "nvcr.io/nvidia/vllm:26.05.post1-py3", "ngc-vllm", "0.20.1", "command"),
         ("vllm", "nvcr.io/nvidia/vllm:26.10-py3", "ngc-vllm", "0.31.0", "command"),
         ("vllm", "nvcr.io/nvidia/vllm:26.03-py3", "ngc-vllm", "0.17.1", "command"),
-        ("vllm", "nvcr.io/nvidia/vllm:26.07-py3", "ngc-vllm", None, "command"),  # no notes read
+        ("vllm", "nvcr.io/nvidia/vllm:26.07-py3", "ngc-vllm", "0.24.0", "command"),  # 0.24.0-dev
+        ("vllm", "nvcr.io/nvidia/vllm:26.08-py3", "ngc-vllm", "0.27.1", "command"),
+        ("vllm", "nvcr.io/nvidia/vllm:26.09-py3", "ngc-vllm", None, "command"),  # no notes read
+        ("vllm", "vllm/vllm-openai:v0.28.0-ubuntu2404", "vllm-openai", "0.28.0", "entrypoint"),
+        ("vllm", f"eugr/spark-vllm:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
+        ("vllm", f"eugr/spark-vllm-b12x:latest@{DIGEST}", "eugr-vllm-b12x", None, "command"),
+        ("sglang", "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5", "scitrera-sglang", None, "command"),
         ("vllm", "scitrera/dgx-spark-vllm:0.20.1-t4", "scitrera-vllm", "0.20.1", "command"),
         ("vllm", f"vllm-node:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
         (
