@@ -76,7 +76,13 @@ def after_image(words: list[str], image: str) -> list[str]:
         ("vllm", "vllm/vllm-openai:v0.28.0-ubuntu2404", "vllm-openai", "0.28.0", "entrypoint"),
         ("vllm", f"eugr/spark-vllm:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
         ("vllm", f"eugr/spark-vllm-b12x:latest@{DIGEST}", "eugr-vllm-b12x", None, "command"),
-        ("sglang", "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5", "scitrera-sglang", None, "command"),
+        (
+            "sglang",
+            "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5",
+            "scitrera-sglang",
+            None,
+            "command",
+        ),
         ("vllm", "scitrera/dgx-spark-vllm:0.20.1-t4", "scitrera-vllm", "0.20.1", "command"),
         ("vllm", f"vllm-node:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
         (
