@@ -475,3 +475,20 @@ def test_engine_containers_drop_net_raw_and_gain_no_privileges(docker_args, adde
     after_ipc = options[options.index("--ipc") + 2 :]
     assert after_ipc[: len(added)] == added  # the deploy's, before the operator's options
     assert all(options.count(word) == (word in added or word in docker_args) for word in HARDENING)
+
+
+@pytest.mark.parametrize(
+    "tag", ["dev-v4f-2dgx", "dev-v4f-2dgx-v2", "qwen38-27b-dflash2", "dev-dsv41"]
+)
+def test_sglang_spark_previews_are_rolling_and_say_so(tag: str):
+    message = refusal(name="sglang", image=f"lmsysorg/sglang:{tag}")["image"]
+    assert message.startswith(f"tag '{tag}' moves with every push, so it is not pinned (a preview")
+    assert "pin it by digest" in message
+    assert describe_image("sglang", f"lmsysorg/sglang:{tag}@{DIGEST}").preview
+
+
+def test_a_development_build_is_known_by_its_base_release_for_the_rules_only():
+    info = describe_image("sglang", "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5")
+    assert (info.version, info.release, info.pinned) == (None, "0.5.10.dev0", "fixed tag")
+    ngc = describe_image("vllm", "nvcr.io/nvidia/vllm:26.07-py3")
+    assert (ngc.version, ngc.release) == ("0.24.0", "0.24.0.dev0")
