@@ -16,9 +16,10 @@ becomes a warning that says so. The release the scopes compare is the inventory'
 ``engine.version`` or the build images.yaml maps the image to (a development build by its
 PEP 440 pre-release, 0.5.10.dev0 for a build after 0.5.9), never the newest catalogue that
 an unknown image's flags are checked against; a release's default (``include_default``) is
-evidence only when the release is known. A setting is seen however it is given: the flag in any spelling the catalogue
-knows, a key inside a JSON flag (``--attention-config.backend``), or an environment variable
-the engine reads for it in that release (the ``ways`` table of the rules file).
+evidence only when the release is known. A setting is seen however it is given: the flag in
+any spelling the catalogue knows, a key inside a JSON flag (``--attention-config.backend``),
+or an environment variable the engine reads for it in that release (the ``ways`` table of
+the rules file).
 """
 
 from __future__ import annotations
