@@ -495,6 +495,11 @@ def effective_env(
         section = multinode_profile(settings, catalogue=catalogue)
         env |= scoped(engine["multinode"]["env"], version, model)
         env |= scoped(section.get("extra_env") or {}, version, model)
+    elif chooses_ray(settings, catalogue=catalogue):
+        # Ray on one Spark (the recipe's choice): its memory monitor runs there too, so the
+        # Ray section's own environment applies (RAY_memory_monitor_refresh_ms=0).
+        section = multinode_profile(settings, catalogue=catalogue)
+        env |= scoped(section.get("extra_env") or {}, version, model)
     # A value that is only a placeholder without a value here (no fabric address) is left
     # out rather than set empty: an empty host-IP variable would still be read.
     env = {

@@ -11,10 +11,15 @@ strictly, and matches them against an engine's settings, flags and environment::
 A rule's ``scope`` says where its sources saw the failure: engine release range (a PEP 440
 specifier), model class (``knowledge/model_class.py``), node count, image. Inside the scope
 it has its ``severity``; outside it has the ``otherwise`` severity (or does not apply);
-when the scope needs the model's class and that is unknown, an error becomes a warning
-that says so. A setting is seen however it is given: the flag in any spelling the catalogue
-knows, a key inside a JSON flag (``--attention-config.backend``), or an environment variable
-the engine reads for it in that release (the ``ways`` table of the rules file).
+when the scope needs the model's class, or the engine release, and that is unknown, an error
+becomes a warning that says so. The release the scopes compare is the inventory's
+``engine.version`` or the build images.yaml maps the image to (a development build by its
+PEP 440 pre-release, 0.5.10.dev0 for a build after 0.5.9), never the newest catalogue that
+an unknown image's flags are checked against; a release's default (``include_default``) is
+evidence only when the release is known. A setting is seen however it is given: the flag in
+any spelling the catalogue knows, a key inside a JSON flag (``--attention-config.backend``),
+or an environment variable the engine reads for it in that release (the ``ways`` table of
+the rules file).
 """
 
 from __future__ import annotations
@@ -30,8 +35,13 @@ from packaging.version import InvalidVersion, Version
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.knowledge import KNOWLEDGE_DIR, load_yaml
-from sparkdeploy.knowledge.flags import Catalogue, json_object, load_catalogue
-from sparkdeploy.knowledge.images import image_tag, pinning_problem
+from sparkdeploy.knowledge.flags import (
+    Catalogue,
+    available_versions,
+    json_object,
+    load_catalogue,
+)
+from sparkdeploy.knowledge.images import describe_image, image_tag, pinning_problem
 from sparkdeploy.knowledge.model_class import FIELDS, ModelClass, UnknownModel
 
 RULES_FILE = KNOWLEDGE_DIR / "gb10_rules.yaml"
@@ -42,6 +52,7 @@ OPTIONAL_RULE_KEYS = {"otherwise"}
 SCOPE_KEYS = {"releases", "model", "model_not", "nodes", "image"}
 SOURCE_KEYS = {"seen", "where", "date"}
 OTHERWISE_KEYS = {"severity", "summary", "reason", "fix"}
+OTHERWISE_KEYS_ORDER = ("summary", "reason", "fix")
 WAY_KEYS = {"json", "env", "releases", "source"}
 FLAG_TESTS = {"equals", "matches", "above", "not_equal", "present", "absent"}
 SUBJECTS = {
@@ -54,7 +65,7 @@ SUBJECTS = {
     "docker_option",
     "setting",
 }
-CONDITIONS = {"when_env", "unless_env", "when_flag", "unless_flag"}
+CONDITIONS = {"when_env", "unless_env", "when_flag", "unless_flag", "unless_image"}
 MATCH_KEYS = {"flag", "at_most", "include_default"} | FLAG_TESTS | SUBJECTS | CONDITIONS
 DATE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
 RULE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -137,12 +148,21 @@ class RuleBook:
 
 
 @dataclass(frozen=True)
+class Release:
+    """The engine build the rules' release scopes compare."""
+
+    version: str | None  # PEP 440; None when the image's release is unknown
+    assumed: str = ""  # when unknown: what the flags were checked against instead, and why
+
+
+@dataclass(frozen=True)
 class _Context:
     settings: EngineSettings
     catalogue: Catalogue
     args: Mapping[str, Any]  # canonical flag spellings
     env: Mapping[str, str]
     ways: Mapping[str, tuple[Way, ...]]
+    release: Release = Release(None)
 
 
 class RulesError(ValueError):
@@ -321,33 +341,79 @@ def check_rules(
         catalogue = load_catalogue(settings.name, settings.version)
     book = load_book()
     canonical = {_canonical(catalogue, flag): value for flag, value in args.items()}
-    context = _Context(settings, catalogue, canonical, env, book.ways.get(settings.name, {}))
+    context = _Context(
+        settings,
+        catalogue,
+        canonical,
+        env,
+        book.ways.get(settings.name, {}),
+        rule_release(settings),
+    )
     violations = []
     for rule in book.rules:
         if rule.engine not in ("any", settings.name) or not _conditions_hold(rule.match, context):
             continue
-        verdict = _in_scope(rule.scope, context, model)
-        severity, summary, reason, fix, note = (
-            rule.severity,
-            rule.summary,
-            rule.reason,
-            rule.fix,
-            "",
-        )
-        if verdict is False:
-            if rule.otherwise is None:
-                continue
-            severity = rule.otherwise["severity"]
-            summary = rule.otherwise.get("summary", summary)
-            reason = rule.otherwise.get("reason", reason)
-            fix = rule.otherwise.get("fix", fix)
-            note = f"outside where it was seen: {rule.scope.describe()}"
-        elif isinstance(verdict, str):
-            severity, note = "warning", verdict
+        verdict = _verdict(rule, context, model)
+        if verdict is None:
+            continue
+        severity, summary, reason, fix, note = verdict
         for subject in _subjects(rule.match, context):
             message = f"{subject}: {summary}" + (f" ({note})" if note else "")
             violations.append(Violation(rule.id, severity, message, reason, fix))
     return violations
+
+
+def _verdict(
+    rule: Rule, context: _Context, model: ModelClass | UnknownModel
+) -> tuple[str, str, str, str, str] | None:
+    """Severity, summary, reason, fix and a note on where the rule stands for this
+    configuration; None when it is outside the scope and has no ``otherwise``."""
+    texts = (rule.summary, rule.reason, rule.fix)
+    verdict = _in_scope(rule.scope, context, model)
+    if verdict is False:
+        if rule.otherwise is None:
+            return None
+        other = rule.otherwise
+        summary, reason, fix = (
+            other.get(key, text) for key, text in zip(OTHERWISE_KEYS_ORDER, texts)
+        )
+        note = f"outside where it was seen: {rule.scope.describe()}"
+        return other["severity"], summary, reason, fix, note
+    if isinstance(verdict, str):
+        return "warning", *texts, verdict
+    if _default_assumed(rule.match, context):
+        note = f"the default is not evidence here: {context.release.assumed}"
+        return "warning", *texts, note
+    return rule.severity, *texts, ""
+
+
+def rule_release(settings: EngineSettings) -> Release:
+    """The build the rules' release scopes compare: the inventory's engine.version, or what
+    images.yaml maps the image to (a development build as its PEP 440 pre-release); unknown,
+    saying what was assumed, when neither tells it (config/engine.py then checks the flags
+    against the newest catalogued release and warns)."""
+    info = describe_image(settings.name, settings.image)
+    newest = available_versions(settings.name)[-1]
+    warning = getattr(settings, "unknown_version_warning", lambda: None)()
+    if settings.version != newest or warning is None:  # named, or mapped by images.yaml
+        mapped = info.release if info.release and info.version == settings.version else None
+        return Release(mapped or settings.version)
+    if info.release:  # a development build after a known release, or an uncatalogued one
+        return Release(info.release)
+    return Release(
+        None,
+        f"image {settings.image} is of no release images.yaml knows; {settings.name} "
+        f"{newest}, the newest catalogued release, was assumed for its flags (set "
+        "engine.version to the release the image holds)",
+    )
+
+
+def _default_assumed(match: Mapping[str, Any], context: _Context) -> bool:
+    """Whether the rule fires on a release default read from an assumed release."""
+    if not match.get("include_default") or context.release.version is not None:
+        return False
+    flags = match["flag"] if isinstance(match["flag"], list) else [match["flag"]]
+    return not any(_given(flag, context) for flag in flags)
 
 
 def _canonical(catalogue: Catalogue, name: str) -> str:
@@ -367,18 +433,29 @@ def _release_in(specifier: str, version: str) -> bool:
 
 
 def _in_scope(scope: Scope, context: _Context, model: ModelClass | UnknownModel) -> bool | str:
-    """True inside, False outside, or (a note) when only the unknown model class could tell."""
-    if not _release_in(scope.releases, context.settings.version):
+    """True inside, False outside, or (a note) when only the unknown release or model class
+    could tell."""
+    release = context.release
+    if release.version is not None and not _release_in(scope.releases, release.version):
         return False
     if scope.image and not re.search(scope.image, context.settings.image):
         return False
     if scope.nodes and not SpecifierSet(scope.nodes).contains(str(_nodes(context.args))):
         return False
-    if not scope.model and not scope.model_not:
-        return True
-    if isinstance(model, UnknownModel):
-        return f"applies if the model {_model_words(scope.model, scope.model_not)}; {model.why}"
-    return _model_holds(scope.model, model, True) and _model_holds(scope.model_not, model, False)
+    notes = []
+    if scope.releases and release.version is None:
+        notes.append(
+            f"applies to {context.settings.name} releases {scope.releases}; {release.assumed}"
+        )
+    if scope.model or scope.model_not:
+        if isinstance(model, UnknownModel):
+            words = _model_words(scope.model, scope.model_not)
+            notes.append(f"applies if the model {words}; {model.why}")
+        elif not (
+            _model_holds(scope.model, model, True) and _model_holds(scope.model_not, model, False)
+        ):
+            return False
+    return "; ".join(notes) or True
 
 
 def _model_holds(conditions: Mapping[str, Any], model: ModelClass, wanted: bool) -> bool:
@@ -446,7 +523,8 @@ def _conditions_hold(match: Mapping[str, Any], context: _Context) -> bool:
     for flag, pattern in (match.get("unless_flag") or {}).items():
         if any(re.search(pattern, str(value), re.IGNORECASE) for _, value in _given(flag, context)):
             return False
-    return True
+    unless_image = match.get("unless_image")
+    return not (unless_image and re.search(unless_image, context.settings.image))
 
 
 # -- subjects: what a rule points at ----------------------------------------------------------
@@ -465,7 +543,7 @@ def _given(flag: str, context: _Context) -> list[tuple[str, Any]]:
     if value is not None:
         found.append((flag, value))
     for way in context.ways.get(flag, ()):
-        if not _release_in(way.releases, context.settings.version):
+        if not _release_in(way.releases, context.release.version or context.settings.version):
             continue
         if way.json:
             found += _given(way.json, context)

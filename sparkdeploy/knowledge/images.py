@@ -18,13 +18,24 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from sparkdeploy.knowledge import load_yaml
 
 IMAGES_FILE = Path(__file__).resolve().parent / "images.yaml"
 ENGINES = ("sglang", "vllm")
 LAUNCHES = ("entrypoint", "command")
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
-FAMILY_KEYS = {"repositories", "launch", "wrapper", "release_tag", "releases", "fixed_tags"}
+FAMILY_KEYS = {
+    "repositories",
+    "launch",
+    "wrapper",
+    "release_tag",
+    "releases",
+    "fixed_tags",
+    "dev_tag",
+    "preview_tags",
+}
 
 
 @lru_cache(maxsize=1)
@@ -70,10 +81,14 @@ class ImageInfo:
     image: str
     family: str | None  # the family id, None for an image of no known family
     pinned: str  # how it is pinned ("" when it is not): digest, image ID, release tag, ...
-    version: str | None  # the engine release it holds, None when unknown
+    version: str | None  # the catalogued release its flags are checked against, None: unknown
     launch: str | None  # entrypoint | command, None when unknown
     wrapper: str  # the image's wrapper ENTRYPOINT, kept in front of the command ("" if none)
     rolling_tag: bool  # a tag that moves with every push
+    # The engine build as PEP 440 orders it, for the GB10 rules' release scopes: the release,
+    # or a development build (0.24.0.dev0; 0.5.10.dev0 for a build after 0.5.9); None: unknown.
+    release: str | None = None
+    preview: bool = False  # a preview tag (a build for a model or a feature), not a release
 
 
 def families(engine: str) -> dict[str, dict[str, Any]]:
@@ -111,7 +126,8 @@ def describe_image(engine: str, image: str) -> ImageInfo:
     entry = families(engine).get(family or "", {})
     tag = image_tag(image)
     release = re.match(entry["release_tag"], tag or "") if entry.get("release_tag") else None
-    fixed = any(re.match(pattern, tag or "") for pattern in entry.get("fixed_tags") or [])
+    dev = re.match(entry["dev_tag"], tag or "") if entry.get("dev_tag") else None
+    fixed = bool(dev) or any(re.match(p, tag or "") for p in entry.get("fixed_tags") or [])
     if family is not None:
         rolling = tag is not None and not release and not fixed
     else:
@@ -120,7 +136,8 @@ def describe_image(engine: str, image: str) -> ImageInfo:
     pinned = _pinning(image, known=exact is not None, release=bool(release), fixed=fixed)
     if not pinned and family is None and not rolling:
         pinned = "tag"
-    version = _version(exact, release, entry.get("releases"))
+    build = _version(exact, release, entry.get("releases"))
+    version = _catalogue_release(build)
     return ImageInfo(
         engine=engine,
         image=image,
@@ -130,7 +147,33 @@ def describe_image(engine: str, image: str) -> ImageInfo:
         launch=entry.get("launch"),
         wrapper=entry.get("wrapper", ""),
         rolling_tag=rolling and tag is not None,
+        release=build or (_after(dev.group(1)) if dev else None),
+        preview=any(re.match(p, tag or "") for p in _previews(entry)),
     )
+
+
+def _previews(entry: dict[str, Any]) -> list[str]:
+    return list((entry.get("preview_tags") or {}).get("patterns") or [])
+
+
+def _catalogue_release(build: str | None) -> str | None:
+    """The release whose flags a build is checked against: itself, or for a development or
+    pre-release build (0.24.0.dev0) the release it leads to (0.24.0)."""
+    try:
+        return Version(build).base_version if build and Version(build).is_prerelease else build
+    except InvalidVersion:
+        return build
+
+
+def _after(base: str) -> str | None:
+    """A development build after ``base`` as PEP 440 orders it: a pre-release of the next
+    release (0.5.9 -> 0.5.10.dev0, setuptools-scm's numbering of commits after a tag)."""
+    try:
+        numbers = list(Version(base).release)
+    except InvalidVersion:
+        return None
+    numbers[-1] += 1
+    return ".".join(map(str, numbers)) + ".dev0"
 
 
 def _pinning(image: str, known: bool, release: bool, fixed: bool) -> str:
@@ -170,7 +213,8 @@ def pinning_problem(engine: str, image: str) -> str | None:
     tag = image_tag(image)
     if tag is None:
         return f"is not pinned: it has no tag (untagged means latest); {how_to_pin()}"
-    return f"tag {tag!r} moves with every push, so it is not pinned; {how_to_pin()}"
+    preview = " (a preview build, not a release: set engine.version too)" if info.preview else ""
+    return f"tag {tag!r} moves with every push, so it is not pinned{preview}; {how_to_pin()}"
 
 
 def server_command(engine: str) -> tuple[str, ...]:

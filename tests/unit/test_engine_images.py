@@ -70,7 +70,19 @@ def after_image(words: list[str], image: str) -> list[str]:
         ("vllm", "nvcr.io/nvidia/vllm:26.05.post1-py3", "ngc-vllm", "0.20.1", "command"),
         ("vllm", "nvcr.io/nvidia/vllm:26.10-py3", "ngc-vllm", "0.31.0", "command"),
         ("vllm", "nvcr.io/nvidia/vllm:26.03-py3", "ngc-vllm", "0.17.1", "command"),
-        ("vllm", "nvcr.io/nvidia/vllm:26.07-py3", "ngc-vllm", None, "command"),  # no notes read
+        ("vllm", "nvcr.io/nvidia/vllm:26.07-py3", "ngc-vllm", "0.24.0", "command"),  # 0.24.0-dev
+        ("vllm", "nvcr.io/nvidia/vllm:26.08-py3", "ngc-vllm", "0.27.1", "command"),
+        ("vllm", "nvcr.io/nvidia/vllm:26.09-py3", "ngc-vllm", None, "command"),  # no notes read
+        ("vllm", "vllm/vllm-openai:v0.28.0-ubuntu2404", "vllm-openai", "0.28.0", "entrypoint"),
+        ("vllm", f"eugr/spark-vllm:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
+        ("vllm", f"eugr/spark-vllm-b12x:latest@{DIGEST}", "eugr-vllm-b12x", None, "command"),
+        (
+            "sglang",
+            "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5",
+            "scitrera-sglang",
+            None,
+            "command",
+        ),
         ("vllm", "scitrera/dgx-spark-vllm:0.20.1-t4", "scitrera-vllm", "0.20.1", "command"),
         ("vllm", f"vllm-node:latest@{DIGEST}", "eugr-vllm-node", None, "command"),
         (
@@ -463,3 +475,20 @@ def test_engine_containers_drop_net_raw_and_gain_no_privileges(docker_args, adde
     after_ipc = options[options.index("--ipc") + 2 :]
     assert after_ipc[: len(added)] == added  # the deploy's, before the operator's options
     assert all(options.count(word) == (word in added or word in docker_args) for word in HARDENING)
+
+
+@pytest.mark.parametrize(
+    "tag", ["dev-v4f-2dgx", "dev-v4f-2dgx-v2", "qwen38-27b-dflash2", "dev-dsv41"]
+)
+def test_sglang_spark_previews_are_rolling_and_say_so(tag: str):
+    message = refusal(name="sglang", image=f"lmsysorg/sglang:{tag}")["image"]
+    assert message.startswith(f"tag '{tag}' moves with every push, so it is not pinned (a preview")
+    assert "pin it by digest" in message
+    assert describe_image("sglang", f"lmsysorg/sglang:{tag}@{DIGEST}").preview
+
+
+def test_a_development_build_is_known_by_its_base_release_for_the_rules_only():
+    info = describe_image("sglang", "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5")
+    assert (info.version, info.release, info.pinned) == (None, "0.5.10.dev0", "fixed tag")
+    ngc = describe_image("vllm", "nvcr.io/nvidia/vllm:26.07-py3")
+    assert (ngc.version, ngc.release) == ("0.24.0", "0.24.0.dev0")

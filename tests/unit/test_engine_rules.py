@@ -20,11 +20,25 @@ QWEN = ModelClass.from_config(cfg.QWEN3_DENSE)
 DEEPSEEK = ModelClass.from_config(cfg.DEEPSEEK_V3)
 GPT_OSS = ModelClass.from_config(cfg.GPT_OSS)
 SGLANG_12 = {"image": "lmsysorg/sglang:v0.5.12", "version": "0.5.12"}
+SGLANG_23 = {"image": "lmsysorg/sglang:v0.5.23", "version": "0.5.23"}
 QWEN_FP8 = ModelClass(architectures=("Qwen3MoeForCausalLM",), moe=True, quantization="fp8")
 # NVIDIA's first Spark image: SGLang 0.5.3.post3 (NVIDIA/dgx-spark-playbooks#68)
 SPARK_IMAGE = {"image": "lmsysorg/sglang:spark@sha256:" + "c" * 64, "version": "0.5.3.post3"}
 DFLASH = {"--speculative-config": {"method": "dflash", "num_speculative_tokens": 15}}
 RAY_PAIR = {"--distributed-executor-backend": "ray", "--tensor-parallel-size": 2}
+GEMMA4 = ModelClass(architectures=("Gemma4ForConditionalGeneration",), model_type=("gemma4",))
+DEEPSEEK_V4 = ModelClass(
+    architectures=("DeepseekV4ForCausalLM",), model_type=("deepseek_v4",), mla=True, moe=True
+)
+EUGR_ID = {"image": "sha256:" + "e" * 64, "launch": "command", "version": "0.33.0"}
+EUGR_B12X = {"image": "eugr/spark-vllm-b12x:latest@sha256:" + "b" * 64, "version": "0.33.0"}
+# NGC 26.07 holds vLLM 0.24.0-dev (images.yaml): its catalogue is 0.24.0, its rules' release 0.24.0.dev0
+NGC_2607 = {"image": "nvcr.io/nvidia/vllm:26.07-py3", "version": "0.24.0"}
+MTP4 = {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 4}}
+# scitrera's build of SGLang main after 0.5.9, flags checked against the newest catalogue
+SGLANG_DEV = {"image": "scitrera/dgx-spark-sglang:0.5.9-dev-2f592c3b-t5", "version": "0.5.23"}
+SGLANG_UNKNOWN = {"image": "ghcr.io/someone/sglang-gb10:v1", "version": "0.5.23"}
+VLLM_UNKNOWN = {"image": "nvcr.io/nvidia/vllm:26.09-py3", "version": "0.33.0"}
 
 # rule id -> (engine, settings fields, extra args over the profile, env over the profile,
 #             text the message must contain: the flag and value, variable, image or option,
@@ -42,6 +56,13 @@ EXAMPLES = {
     "vllm-attention-backend-env-ignored": ("vllm", {}, {}, {"VLLM_ATTENTION_BACKEND": "TRITON_MLA"}, "VLLM_ATTENTION_BACKEND=TRITON_MLA", MISTRAL),
     "sglang-mem-fraction-static": ("sglang", {}, {"--mem-fraction-static": 0.88}, {}, "--mem-fraction-static 0.88", MISTRAL),
     "vllm-gpu-memory-utilization": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": 0.95}, {}, "--gpu-memory-utilization 0.95", MISTRAL),
+    "fastsafetensors-gemma4-eugr": ("vllm", EUGR_ID, {"--load-format": "fastsafetensors"}, {}, "--load-format fastsafetensors", GEMMA4),
+    "vllm-mtp-v1-runner": ("vllm", NGC_2607, MTP4, {}, "--speculative-config.method mtp", QWEN),
+    "vllm-mtp-prefix-caching": ("vllm", {"version": "0.25.1"}, MTP4, {}, "--speculative-config.method mtp", QWEN),
+    "sglang-dflash-mem-fraction": ("sglang", SGLANG_23, {"--speculative-algorithm": "DFLASH", "--mem-fraction-static": 0.95}, {}, "--mem-fraction-static 0.95", QWEN),
+    "vllm-deepgemm-unknown-recipe": ("vllm", NGC_2607, {}, {}, "VLLM_USE_DEEP_GEMM unset", QWEN_FP8),
+    "vllm-b12x-without-b12x": ("vllm", {"image": "eugr/spark-vllm:latest@sha256:" + "f" * 64}, {"--linear-backend": "b12x"}, {}, "--linear-backend b12x", QWEN),
+    "sglang-weight-loader-disable-mmap": ("sglang", SGLANG_23, {"--weight-loader-disable-mmap": True}, {}, "--weight-loader-disable-mmap", DEEPSEEK_V4),
     "vllm-ray-missing-in-image": ("vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
     "vllm-ray-maybe-missing-in-image": ("vllm", {}, RAY_PAIR, {}, "--distributed-executor-backend ray", MISTRAL),
     "vllm-dflash-max-num-seqs": ("vllm", {"image": "vllm/vllm-openai:v0.25.1", "version": "0.25.1"}, DFLASH, {}, "--speculative-config.method dflash", QWEN),
@@ -51,7 +72,7 @@ EXAMPLES = {
     "sglang-eagle-topk": ("sglang", {}, {"--speculative-eagle-topk": 4}, {}, "--speculative-eagle-topk 4", MISTRAL),
     "sglang-spec-v2-missing": ("sglang", {}, {}, {"SGLANG_ENABLE_SPEC_V2": None}, "--speculative-algorithm EAGLE", MISTRAL),
     "sglang-spec-v2-off": ("sglang", SGLANG_12, {}, {"SGLANG_ENABLE_SPEC_V2": "False"}, "--speculative-algorithm EAGLE", MISTRAL),
-    "sglang-spec-v2-removed": ("sglang", {"version": "0.5.23"}, {}, {}, "SGLANG_ENABLE_SPEC_V2=True", MISTRAL),
+    "sglang-spec-v2-removed": ("sglang", SGLANG_23, {}, {}, "SGLANG_ENABLE_SPEC_V2=True", MISTRAL),
     "docker-rm-with-restart": ("sglang", {}, {"--rm": True}, {}, "docker --rm", MISTRAL),
     "enforce-eager": ("vllm", {}, {"--enforce-eager": True}, {}, "--enforce-eager", MISTRAL),
     "sglang-skip-server-warmup": ("sglang", {}, {"--skip-server-warmup": True}, {}, "--skip-server-warmup", MISTRAL),
@@ -166,11 +187,11 @@ EDGES = [
     ("sglang-mem-fraction-static", "sglang", {}, {"--mem-fraction-static": 0.85}, {}, MISTRAL, None),
     ("sglang-cuda-graph-max-bs", "sglang", {}, {"--cuda-graph-bs": [8, 16, 48]}, {}, MISTRAL, "error"),
     ("sglang-cuda-graph-max-bs", "sglang", SGLANG_12, {"--cuda-graph-max-bs": 64}, {}, MISTRAL, "warning"),
-    ("sglang-cuda-graph-max-bs", "sglang", {"version": "0.5.23"}, {"--cuda-graph-max-bs-decode": 64}, {}, MISTRAL, "warning"),
+    ("sglang-cuda-graph-max-bs", "sglang", SGLANG_23, {"--cuda-graph-max-bs-decode": 64}, {}, MISTRAL, "warning"),
     ("sglang-cuda-graph-max-bs", "sglang", {}, {"--cuda-graph-max-bs": 32}, {}, MISTRAL, None),
-    ("sglang-cuda-graph-max-bs", "sglang", {"version": "0.5.23"}, {"--cuda-graph-config": {"decode": {"max_bs": 48}}}, {}, MISTRAL, "warning"),
-    ("sglang-cuda-graph-max-bs", "sglang", {"version": "0.5.23"}, {"--cuda-graph-config": '{"prefill": {"bs": [16, 64]}}'}, {}, MISTRAL, "warning"),
-    ("sglang-cuda-graph-max-bs", "sglang", {"version": "0.5.23"}, {"--cuda-graph-config": {"decode": {"max_bs": 32}}}, {}, MISTRAL, None),
+    ("sglang-cuda-graph-max-bs", "sglang", SGLANG_23, {"--cuda-graph-config": {"decode": {"max_bs": 48}}}, {}, MISTRAL, "warning"),
+    ("sglang-cuda-graph-max-bs", "sglang", SGLANG_23, {"--cuda-graph-config": '{"prefill": {"bs": [16, 64]}}'}, {}, MISTRAL, "warning"),
+    ("sglang-cuda-graph-max-bs", "sglang", SGLANG_23, {"--cuda-graph-config": {"decode": {"max_bs": 32}}}, {}, MISTRAL, None),
     # speculative v2: by release
     ("sglang-eagle-topk", "sglang", SGLANG_12, {"--speculative-eagle-topk": 4}, {}, MISTRAL, None),
     ("sglang-spec-v2-missing", "sglang", SGLANG_12, {}, {"SGLANG_ENABLE_SPEC_V2": None}, MISTRAL, None),
@@ -178,8 +199,8 @@ EDGES = [
     ("sglang-spec-v2-off", "sglang", {"version": "0.5.13"}, {}, {"SGLANG_ENABLE_SPEC_V2": "0"}, MISTRAL, "warning"),
     ("sglang-spec-v2-removed", "sglang", {"version": "0.5.13"}, {}, {}, MISTRAL, None),
     ("sglang-spec-v2-removed", "sglang", {"version": "0.5.14"}, {}, {}, MISTRAL, "warning"),
-    # utilisation above 0.90: an OOM documented for NVIDIA's containers; eugr runs 0.95
-    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--gpu-memory-utilization": 0.91}, {}, MISTRAL, "error"),
+    # utilisation above 0.90: a risk NVIDIA documents, no crash on record; eugr runs 0.95
+    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--gpu-memory-utilization": 0.91}, {}, MISTRAL, "warning"),
     ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": 0.95}, {}, MISTRAL, "warning"),
     ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.05-py3"}, {"--gpu-memory-utilization": 0.9}, {}, MISTRAL, None),
     # Ray in the image: NGC from 26.05 ships none; the official image may not
@@ -219,7 +240,36 @@ EDGES = [
     ("vllm-moe-backend-sm121", "vllm", {}, {"--moe-backend": "marlin"}, {}, MISTRAL, None),
     # vLLM's default utilisation (0.92 in 0.33.0) counts when the flag is dropped
     ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "warning"),
-    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "error"),
+    ("vllm-gpu-memory-utilization", "vllm", {"image": "nvcr.io/nvidia/vllm:26.10-py3"}, {"--gpu-memory-utilization": None}, {}, MISTRAL, "warning"),
+    ("vllm-gpu-memory-utilization", "vllm", VLLM_UNKNOWN, {"--gpu-memory-utilization": None}, {}, MISTRAL, "warning"),
+    # FlashInfer on SGLang: a dev build after 0.5.9 is 0.5.10.dev0, in scope; an unknown one warns
+    ("sglang-flashinfer-attention", "sglang", SGLANG_DEV, {"--attention-backend": "flashinfer"}, {}, MISTRAL, "error"),
+    ("sglang-flashinfer-attention", "sglang", SGLANG_UNKNOWN, {"--attention-backend": "flashinfer"}, {}, MISTRAL, "warning"),
+    ("sglang-flashinfer-attention", "sglang", SGLANG_23, {"--attention-backend": "flashinfer"}, {}, MISTRAL, "warning"),
+    # fastsafetensors with Gemma 4: error on eugr's builds, a warning elsewhere, nothing for others
+    ("fastsafetensors-gemma4-eugr", "vllm", {"image": "ghcr.io/spark-arena/dgx-vllm-eugr-nightly-tf5:latest@sha256:" + "d" * 64}, {"--load-format": "fastsafetensors"}, {}, GEMMA4, "error"),
+    ("fastsafetensors-gemma4-eugr", "vllm", {}, {"--load-format": "fastsafetensors"}, {}, GEMMA4, "warning"),
+    ("fastsafetensors-gemma4-eugr", "vllm", EUGR_ID, {"--load-format": "fastsafetensors"}, {}, QWEN, "warning"),
+    ("fastsafetensors-gemma4-eugr", "vllm", EUGR_ID, {"--load-format": "instanttensor"}, {}, GEMMA4, None),
+    # MTP on the V1 runner: error on 0.24.0-dev (NGC 26.07), warning elsewhere, fine with V2 or < 4 tokens
+    ("vllm-mtp-v1-runner", "vllm", NGC_2607, MTP4, {"VLLM_USE_V2_MODEL_RUNNER": "1"}, QWEN, None),
+    ("vllm-mtp-v1-runner", "vllm", NGC_2607, {"--speculative-config": {"method": "mtp", "num_speculative_tokens": 3}}, {}, QWEN, None),
+    ("vllm-mtp-v1-runner", "vllm", {}, MTP4, {}, QWEN, "warning"),
+    # MTP + prefix caching: before 0.26.0 only, unless prefix caching is off
+    ("vllm-mtp-prefix-caching", "vllm", {}, MTP4, {}, QWEN, None),
+    ("vllm-mtp-prefix-caching", "vllm", {"version": "0.25.1"}, {**MTP4, "--no-enable-prefix-caching": True}, {}, QWEN, None),
+    # DFlash at 0.95 on one Spark; a draft-free 0.95 is not this rule
+    ("sglang-dflash-mem-fraction", "sglang", SGLANG_23, {"--mem-fraction-static": 0.95}, {}, QWEN, None),
+    ("sglang-dflash-mem-fraction", "sglang", SGLANG_23, {"--speculative-algorithm": "DFLASH", "--mem-fraction-static": 0.9}, {}, QWEN, None),
+    # DeepGEMM 'Unknown recipe': vLLM 0.24 with FP8 checkpoints
+    ("vllm-deepgemm-unknown-recipe", "vllm", NGC_2607, {}, {"VLLM_USE_DEEP_GEMM": "0"}, QWEN_FP8, None),
+    ("vllm-deepgemm-unknown-recipe", "vllm", NGC_2607, {}, {}, QWEN, None),
+    ("vllm-deepgemm-unknown-recipe", "vllm", {}, {}, {}, QWEN_FP8, None),
+    # b12x values: refused on eugr's images without b12x, accepted on the b12x image
+    ("vllm-b12x-without-b12x", "vllm", EUGR_B12X, {"--linear-backend": "b12x"}, {}, QWEN, None),
+    ("vllm-b12x-without-b12x", "vllm", EUGR_ID, {"--load-format": "b12x"}, {}, QWEN, "warning"),
+    # no mmap: DeepSeek-V4 only
+    ("sglang-weight-loader-disable-mmap", "sglang", SGLANG_23, {"--weight-loader-disable-mmap": True}, {}, QWEN, None),
     ("vllm-gpu-memory-utilization", "vllm", {}, {"--gpu-memory-utilization": 0.9}, {}, MISTRAL, None),
 ]  # fmt: skip
 
@@ -235,7 +285,8 @@ def test_rule_at_the_edges_of_its_scope(rule_id, engine, fields, args, env, mode
     if severity == "warning" and any(
         r.id == rule_id and r.severity == "error" for r in load_rules()
     ):
-        assert "outside where it was seen" in message
+        # outside the scope, or inside it as far as an unknown release or model can tell
+        assert "outside where it was seen" in message or "applies " in message, message
 
 
 def test_an_unknown_model_class_turns_an_error_into_a_warning_that_says_so():
@@ -355,6 +406,7 @@ def test_rules_only_apply_to_their_engine():
 # Flags of releases whose catalogue is not committed yet (SGLang 0.5.14+: the catalogues
 # branch builds them); found in the sglang 0.5.14-0.5.23 wheels, arg_groups/fields/exec_.py.
 NOT_YET_CATALOGUED = {
+    "--gdn-decode-kernel",  # b12x builds only (field notes 2026-11b section 1), no PyPI release
     "--cuda-graph-config",
     "--cuda-graph-max-bs-decode",
     "--cuda-graph-max-bs-prefill",
@@ -416,3 +468,55 @@ def test_a_malformed_rules_file_is_refused_with_every_problem(tmp_path, monkeypa
     assert "severity must be one of ('error', 'warning')" in message
     assert "engine must be sglang, vllm or any" in message
     assert "need `flag`" in message
+
+
+def test_an_unknown_release_turns_an_error_into_a_warning_naming_the_assumption():
+    severity, message = severity_of(
+        "sglang-flashinfer-attention",
+        "sglang",
+        SGLANG_UNKNOWN,
+        {"--attention-backend": "flashinfer"},
+    )
+    assert severity == "warning"
+    assert "applies to sglang releases >=0.5.10.dev0,<0.5.11" in message
+    assert "image ghcr.io/someone/sglang-gb10:v1 is of no release images.yaml knows" in message
+    assert "sglang 0.5.23, the newest catalogued release, was assumed" in message
+
+
+def test_an_unknown_releases_default_is_not_evidence():
+    """vLLM's default utilisation read from the newest catalogue (0.33.0) for an NGC month
+    whose release is unknown: a warning that names the assumption."""
+    severity, message = severity_of(
+        "vllm-gpu-memory-utilization", "vllm", VLLM_UNKNOWN, {"--gpu-memory-utilization": None}
+    )
+    assert severity == "warning"
+    assert message.startswith("--gpu-memory-utilization (vllm 0.33.0's default) 0.92: ")
+    assert (
+        "the default is not evidence here: image nvcr.io/nvidia/vllm:26.09-py3 is of no" in message
+    )
+
+
+def test_a_development_build_is_scoped_by_its_base_release():
+    settings = EngineSettings(name="sglang", image=SGLANG_DEV["image"])
+    assert rules.rule_release(settings) == rules.Release("0.5.10.dev0")
+    ngc = EngineSettings(name="vllm", image=NGC_2607["image"])
+    assert (ngc.version, rules.rule_release(ngc)) == ("0.24.0", rules.Release("0.24.0.dev0"))
+    unknown = EngineSettings(name="vllm", image=VLLM_UNKNOWN["image"])
+    assert rules.rule_release(unknown).version is None
+
+
+def test_ray_on_one_spark_gets_the_memory_monitor_off_from_the_deploy():
+    settings = EngineSettings(name="vllm", args={"--distributed-executor-backend": "ray"})
+    env = effective_env(settings)
+    assert env["RAY_memory_monitor_refresh_ms"] == "0"
+    args = effective_args(settings, MODEL)
+    assert "ray-memory-monitor" not in {v.id for v in check_rules(settings, args, env, QWEN)}
+    # An operator who removes it is told to put it back.
+    removed = EngineSettings(
+        name="vllm",
+        args={"--distributed-executor-backend": "ray"},
+        env={"RAY_memory_monitor_refresh_ms": None},
+    )
+    found = check_rules(removed, args, effective_env(removed), QWEN)
+    assert [v.severity for v in found if v.id == "ray-memory-monitor"] == ["error"]
+    assert "RAY_memory_monitor_refresh_ms" not in effective_env(EngineSettings(name="vllm"))

@@ -164,6 +164,20 @@ EXCERPTS: dict[str, tuple[str, ...]] = {
     "nccl-ib-no-device": ("05-06-76-200:7839:7911 [0] NCCL INFO NET/IB : No device found.",),
     "nccl-socket-fallback": ("spark-1:77:90 [0] NCCL INFO Using network Socket",),
     "nccl-no-net-plugin": ("spark-2:61:61 [0] NCCL WARN Failed to initialize any NET plugin",),
+    # Field check 2026-11b, section 2: the table's text as the note writes it.
+    "deepgemm-unknown-recipe": ("Assertion error ... layout.hpp:57 'Unknown recipe'",),
+    "cuda-illegal-memory-access": ("CUDA error: an illegal memory access",),
+    "scaledmm-no-kernel": ("Failed to find a kernel that can implement the ScaledMM linear layer",),
+    "b12x-flag-unrecognized": ("unrecognized arguments: --gdn-decode-kernel b12x",),
+    "nccl-tree-connect-system-error": (
+        "RuntimeError: NCCL error: unhandled system error",
+        "ncclTransportTreeConnect",
+    ),
+    "ibv-modify-qp-timeout": ("Call to ibv_modify_qp failed with 110 Connection timed out",),
+    "sglang-dflash-not-contiguous": ("self must be contiguous",),
+    "flashinfer-dsv4-decode-launch": (
+        "decode-dsv4 launch failed (unsupported shape or kernel error)",
+    ),
 }
 
 # Healthy logs: an engine journal and kernel logs of a Spark that works.
