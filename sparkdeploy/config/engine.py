@@ -9,7 +9,7 @@ which overrides. Nested as ``engine:`` in the inventory::
       launch: command                   # optional: entrypoint | command (images.yaml)
       args: {--max-num-seqs: 8, --kv-cache-dtype: null}   # null drops a default
       env: {VLLM_MARLIN_USE_ATOMIC_ADD: "1"}
-      docker_args: [--shm-size=16g, --ulimit, memlock=-1]   # from an allowed list
+      docker_args: [--shm-size=16g, --ulimit, memlock=-1]   # docker's own grammar
       mounts: [{host: /srv/kernels, container: /workspace/kernels}]   # read-only
 
 Validation follows ``sparkdeploy/config/spark.py``: strict types, unknown keys refused, and
@@ -456,7 +456,7 @@ class EngineSettings(BaseModel):
         )
 
     def docker_warnings(self) -> list[str]:
-        """What the allowed docker options used warn about."""
+        """What the docker options used warn about (docker_options.yaml `warned`)."""
         return parse_docker_args(self.docker_args)[2]
 
     @field_validator("accept")

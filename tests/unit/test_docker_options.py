@@ -23,6 +23,7 @@ from sparkdeploy.knowledge.docker_options import (
     warned_rules,
 )
 from sparkdeploy.knowledge.fabric import rdma_options
+from tests.unit.test_engine_units import exec_start, units
 
 RDMA_WORDS = ("--device=/dev/infiniband", "--ulimit=memlock=-1:-1")
 
@@ -112,6 +113,8 @@ def test_options_docker_knows_are_accepted(words):
         (["--device=/dev/sda"], "--device '/dev/sda' is refused as unsafe: hands the container"),
         (["--device=/dev/nvme0n1:/dev/x"], "--device '/dev/nvme0n1:/dev/x' is refused"),
         (["--device=/dev/mem"], "--device '/dev/mem' is refused"),
+        (["--device=/dev/input/event3"], "--device '/dev/input/event3' is refused"),
+        (["--device=/dev/disk/by-id/nvme-x:/dev/x:r"], "is refused as unsafe"),
         (["--device=/dev"], "--device '/dev' is refused"),
         (["--device=/dev/infiniband/../sda"], "is refused as unsafe"),
         (["--device-cgroup-rule=b *:* rwm"], "--device-cgroup-rule 'b *:* rwm' is refused"),
@@ -263,3 +266,15 @@ def test_another_memlock_on_a_pair_is_refused_as_it_would_undo_the_deploys():
     assert problem.startswith("--ulimit memlock=1024: on a multi-node Spark the deploy gives")
     assert "docker keeps the last --ulimit" in problem
     assert problem.endswith("remove it from engine.docker_args")
+
+
+# --- values reach the unit as one word each ----------------------------------------------
+
+
+def test_a_value_with_spaces_quotes_and_specifiers_is_one_word_of_the_unit():
+    health = "--health-cmd=curl -f http://127.0.0.1:8000/health || exit 1; reboot"
+    label = "--label=note=it's $HOME at 100%"
+    unit = units("s1", {"name": "sglang", "docker_args": [health, label]})
+    words = exec_start(unit["spark-engine-sglang.service"])
+    assert health in words  # one word: no second command, no directive
+    assert "--label=note=it's $$HOME at 100%%" in words  # systemd reads back $HOME and %
