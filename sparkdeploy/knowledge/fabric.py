@@ -116,9 +116,10 @@ def rdma_options(
         if other and wanted.other == "refused":
             problems.extend(_refused(wanted, value) for value in other)
             continue
+        if names & set(wanted.covered_by):
+            continue  # given already (--privileged): nothing of the deploy's to keep beside
         warnings.extend(wanted.other_text.replace("{value}", value) for value in other)
-        if not names & set(wanted.covered_by):
-            words.append(wanted.word)
+        words.append(wanted.word)
     return tuple(words), problems, warnings
 
 

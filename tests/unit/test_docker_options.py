@@ -278,3 +278,8 @@ def test_a_value_with_spaces_quotes_and_specifiers_is_one_word_of_the_unit():
     words = exec_start(unit["spark-engine-sglang.service"])
     assert health in words  # one word: no second command, no directive
     assert "--label=note=it's $$HOME at 100%%" in words  # systemd reads back $HOME and %
+
+
+def test_with_privileged_a_narrower_device_needs_no_warning_on_a_pair():
+    options = parse_docker_args(["--privileged", "--device=/dev/infiniband/uverbs0"])[0]
+    assert rdma_options(options) == (RDMA_WORDS[1:], [], [])  # every device is given already
