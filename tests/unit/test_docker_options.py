@@ -64,14 +64,14 @@ def test_short_options_are_split_as_pflag_reads_them():
 
 @pytest.mark.parametrize(
     "size",
-    ["10.24gb", "16g", "16G", "1024m", "2tb", "512MiB", "1.5g", "4294967296", "64k", "1GB"],
+    ["10.24gb", "16g", "16G", "1024m", "2tb", "512MiB", "1.5g", "4294967296", "64k", "1GB", "16 g"],
 )
 def test_sizes_follow_go_units(size):
     options, problems, _ = parse_docker_args([f"--shm-size={size}"])
     assert options == (("--shm-size", size),) and problems == []
 
 
-@pytest.mark.parametrize("size", ["16 g", "g", "1.2.3g", "16gg", "-1", "16x", "1e9"])
+@pytest.mark.parametrize("size", ["16  g", "g", "1.2.3g", "16gg", "-1", "16x", "1e9", " 16g"])
 def test_sizes_docker_would_refuse_are_refused_with_the_grammar(size):
     [problem] = parse_docker_args([f"--shm-size={size}"])[1]
     assert "is not a value docker reads for --shm-size, so docker would refuse it" in problem

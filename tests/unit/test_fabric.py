@@ -79,7 +79,7 @@ def test_a_narrower_device_on_a_pair_is_kept_next_to_the_deploys_with_a_warning(
         "--device /dev/infiniband/uverbs0 is written after the deploy's --device=/dev/infiniband, "
         "which stays (docker gives both; a node given twice is created once): NCCL must still "
         "find the IB devices under /dev/infiniband in the container, which the link test checks "
-        "on the Spark (spark-linktest)"
+        "on the Spark (pyinfra inventory.py linktest.py)"
     ]
 
 
