@@ -9,7 +9,7 @@ which overrides. Nested as ``engine:`` in the inventory::
       launch: command                   # optional: entrypoint | command (images.yaml)
       args: {--max-num-seqs: 8, --kv-cache-dtype: null}   # null drops a default
       env: {VLLM_MARLIN_USE_ATOMIC_ADD: "1"}
-      docker_args: [--shm-size=16g, --ulimit, memlock=-1]   # from an allowed list
+      docker_args: [--shm-size=16g, --ulimit, memlock=-1]   # docker's own grammar
       mounts: [{host: /srv/kernels, container: /workspace/kernels}]   # read-only
 
 Validation follows ``sparkdeploy/config/spark.py``: strict types, unknown keys refused, and
@@ -239,15 +239,19 @@ class EngineSettings(BaseModel):
     )
     docker_args: list[Text] = Field(
         default_factory=list,
-        description="Extra `docker run` options, from an allowed list "
-        "(sparkdeploy/knowledge/docker_options.yaml): --shm-size, --ulimit (memlock=-1, "
-        "stack=...), --device=/dev/infiniband..., --cap-add (IPC_LOCK, SYS_NICE ...), "
-        "--privileged (warned), --group-add, --security-opt, --runtime=nvidia, --cpuset-cpus, "
-        "--memory (warned: it does not cap unified memory), --label; `--opt=value` or "
-        "`--opt value`. Options the deploy manages are refused with the setting to use "
-        "(-e: engine.env, -v: engine.mounts, --rm/--restart/--name/--network/--entrypoint/"
-        "-d/--gpus/--ipc/-p: the deploy); so is a word that is no option's value, which docker "
-        "would read as the image.",
+        description="Extra `docker run` options, read with docker's own grammar "
+        "(sparkdeploy/knowledge/docker_options.yaml): any option `docker run` knows, "
+        "`--opt=value` or `--opt value`, short ones too (`-m 16g`), with the values docker "
+        "parses itself checked (sizes such as --shm-size=10.24gb, --ulimit name=soft[:hard], "
+        "--device host[:container[:rwm]], capabilities). Refused before any connection: "
+        "options docker does not know, options the deploy manages (-e/--env-file: engine.env, "
+        "-v/--mount: engine.mounts, --rm/--restart/--name/--network/--entrypoint/-d/--gpus/"
+        "--ipc/-p/--pull/--log-driver: the deploy), unsafe ones (--cap-add ALL/SYS_ADMIN/"
+        "NET_ADMIN..., --pid=host, --userns, block or memory devices, --oom-kill-disable, "
+        "--security-opt systempaths=unconfined ...) and a word that is no option's value, "
+        "which docker would read as the image. Warned: --privileged, seccomp/apparmor "
+        "unconfined, --memory (it does not cap unified memory), --user, undoing the deploy's "
+        "hardening (--cap-add=NET_RAW).",
     )
     mounts: list[Mount] = Field(
         default_factory=list,
@@ -452,7 +456,7 @@ class EngineSettings(BaseModel):
         )
 
     def docker_warnings(self) -> list[str]:
-        """What the allowed docker options used warn about."""
+        """What the docker options used warn about (docker_options.yaml `warned`)."""
         return parse_docker_args(self.docker_args)[2]
 
     @field_validator("accept")

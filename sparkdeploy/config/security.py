@@ -17,7 +17,10 @@ from sparkdeploy.config.trust import HF_HUB, TRUST_ENDPOINT_ENV, token_endpoint_
 from sparkdeploy.knowledge.docker_options import parse_docker_args
 
 # docker options that give the container more of the Spark than the deploy's defaults.
-WIDENING_OPTIONS = ("--privileged", "--cap-add", "--device", "--security-opt", "--group-add")
+WIDENING_OPTIONS = (
+    "--privileged", "--cap-add", "--device", "--device-cgroup-rule", "--security-opt",
+    "--group-add", "--pid", "--uts", "--cgroupns", "--sysctl",
+)  # fmt: skip
 HEADER = "This inventory changes security settings (check them before you apply):"
 
 

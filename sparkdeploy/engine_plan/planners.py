@@ -146,9 +146,11 @@ def plan_multinode(given: PlanInput, mods: bool) -> Planned[Ranks]:
     settings, multinode = given.settings, given.multinode
     rdma_args: tuple[str, ...] = ()
     problems: list[str] = []
+    warnings: list[str] = []
     if multinode is not None:
-        rdma_args, rdma_problems = rdma_options(parse_docker_args(settings.docker_args)[0])
-        problems += [f"engine.docker_args: {problem}" for problem in rdma_problems]
+        rdma_args, found, said = rdma_options(parse_docker_args(settings.docker_args)[0])
+        problems += [f"engine.docker_args: {problem}" for problem in found]
+        warnings += [f"engine.docker_args: {warning}" for warning in said]
     if (
         mods
         and multinode is not None
@@ -166,7 +168,7 @@ def plan_multinode(given: PlanInput, mods: bool) -> Planned[Ranks]:
         control_ports=control_ports(settings, multinode, catalogue=given.catalogue),
         rollback=settings.rollback and not multinode,
     )
-    return Planned(ranks, tuple(problems))
+    return Planned(ranks, tuple(problems), tuple(warnings))
 
 
 def plan_launch(given: PlanInput) -> Planned[Launch]:

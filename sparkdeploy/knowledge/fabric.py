@@ -3,8 +3,8 @@ What the container of a multi-node engine gets from `docker run` so NCCL can use
 ConnectX-7 RDMA devices (fabric.yaml, with sources): the options, and how they meet the
 operator's own engine.docker_args.
 
-    words, problems = rdma_options((("--shm-size", "16g"),))
-    # words == ("--device=/dev/infiniband", "--ulimit=memlock=-1:-1"), problems == []
+    words, problems, warnings = rdma_options((("--shm-size", "16g"),))
+    # words == ("--device=/dev/infiniband", "--ulimit=memlock=-1:-1"), problems == warnings == []
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ class ContainerOption:
     value: str  # /dev/infiniband
     same: frozenset[str]  # other spellings of the same value
     family: re.Pattern[str]  # values of the option that speak about the same thing
+    other: str  # what such a value does: "kept" (with other_text, a warning) or "refused"
+    other_text: str  # the warning (kept, {value} for the value) or why (refused)
     covered_by: tuple[str, ...]  # operator options that already give it
     why: str
     source: str
@@ -40,7 +42,7 @@ class ContainerOption:
         """Whether an operator's option is this one, in any spelling docker reads alike."""
         return name == self.option and value is not None and value in {self.value, *self.same}
 
-    def contradicts(self, name: str, value: str | None) -> bool:
+    def says_other(self, name: str, value: str | None) -> bool:
         """Whether an operator's option speaks about the same thing and says otherwise."""
         return (
             name == self.option
@@ -68,6 +70,8 @@ def container_options() -> tuple[ContainerOption, ...]:
             value=str(entry["value"]),
             same=frozenset(str(item) for item in entry.get("same") or ()),
             family=re.compile(entry["family"]),
+            other=str(entry["other"]),
+            other_text=_text(entry.get("other_warning") or entry.get("other_why")),
             covered_by=tuple(entry.get("covered_by") or ()),
             why=_text(entry["why"]),
             source=_text(entry["source"]),
@@ -84,17 +88,18 @@ def capabilities() -> tuple[str, ...]:
 
 def rdma_options(
     operator: tuple[tuple[str, str | None], ...],
-) -> tuple[tuple[str, ...], list[str]]:
+) -> tuple[tuple[str, ...], list[str], list[str]]:
     """
     The `docker run` words the deploy adds to a multi-node engine's containers, given the
-    operator's engine.docker_args (parsed: (name, value) pairs), and the problems.
+    operator's engine.docker_args (parsed: (name, value) pairs), the problems and warnings.
 
     An operator option that says the same as one of the deploy's is taken as the same: the
     deploy leaves its own out, so it is written once (the operator's word stays where
     engine.docker_args puts it). One that gives it already (``--privileged`` gives every
     device) leaves the deploy's out too. One that says something else about the same thing
-    (``--device=/dev/infiniband/uverbs0``) is refused: the deploy manages it on a multi-node
-    Spark, as docker_options.yaml's `managed` options.
+    is as fabric.yaml's ``other`` says: kept next to the deploy's, which stays, with a warning
+    (``--device=/dev/infiniband/uverbs0``, ``--device=/dev/infiniband:/dev/infiniband:r``),
+    or refused where it would undo the deploy's (``--ulimit memlock=1024``).
     """
     names = {name for name, _ in operator}
     words: list[str] = [
@@ -103,19 +108,25 @@ def rdma_options(
         if "--privileged" not in names and ("--cap-add", capability) not in operator
     ]
     problems: list[str] = []
+    warnings: list[str] = []
     for wanted in container_options():
         if any(wanted.says_same(name, value) for name, value in operator):
             continue
-        clash = [value for name, value in operator if wanted.contradicts(name, value)]
-        if clash:
-            problems.extend(
-                f"{wanted.option} {value}: on a multi-node Spark the deploy gives every engine "
-                f"container {wanted.word} (sparkdeploy/knowledge/fabric.yaml); remove it from "
-                "engine.docker_args"
-                for value in clash
-            )
+        other = [value or "" for name, value in operator if wanted.says_other(name, value)]
+        if other and wanted.other == "refused":
+            problems.extend(_refused(wanted, value) for value in other)
             continue
         if names & set(wanted.covered_by):
-            continue
+            continue  # given already (--privileged): nothing of the deploy's to keep beside
+        warnings.extend(wanted.other_text.replace("{value}", value) for value in other)
         words.append(wanted.word)
-    return tuple(words), problems
+    return tuple(words), problems, warnings
+
+
+def _refused(wanted: ContainerOption, value: str) -> str:
+    """Why an operator's option that would undo one of the deploy's is refused, and the fix."""
+    return (
+        f"{wanted.option} {value}: on a multi-node Spark the deploy gives every engine "
+        f"container {wanted.word} (sparkdeploy/knowledge/fabric.yaml): {wanted.other_text}; "
+        "remove it from engine.docker_args"
+    )

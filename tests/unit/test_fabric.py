@@ -69,17 +69,27 @@ def test_the_container_options_and_why_no_capability():
     ids=["none", "other", "same-device", "same-memlock", "stack", "privileged", "ipc-lock"],
 )
 def test_rdma_options_meet_the_operators(given, words, problems):
-    assert rdma_options(options(*given)) == (words, problems)
+    assert rdma_options(options(*given)) == (words, problems, [])
 
 
-def test_a_narrower_device_on_a_pair_is_refused_naming_the_file():
-    words, problems = rdma_options(options("--device=/dev/infiniband/uverbs0"))
-    assert words == RDMA_WORDS[1:]
-    assert problems == [
-        "--device /dev/infiniband/uverbs0: on a multi-node Spark the deploy gives every engine "
-        "container --device=/dev/infiniband (sparkdeploy/knowledge/fabric.yaml); remove it from "
-        "engine.docker_args"
+def test_a_narrower_device_on_a_pair_is_kept_next_to_the_deploys_with_a_warning():
+    words, problems, warnings = rdma_options(options("--device=/dev/infiniband/uverbs0"))
+    assert words == RDMA_WORDS and problems == []
+    assert warnings == [
+        "--device /dev/infiniband/uverbs0 is written after the deploy's --device=/dev/infiniband, "
+        "which stays (docker gives both; a node given twice is created once): NCCL must still "
+        "find the IB devices under /dev/infiniband in the container, which the link test checks "
+        "on the Spark (pyinfra inventory.py linktest.py)"
     ]
+
+
+def test_another_memlock_on_a_pair_is_refused_naming_the_file():
+    words, problems, _ = rdma_options(options("--ulimit=memlock=65536"))
+    assert words == RDMA_WORDS[:1]
+    assert problems[0].startswith(
+        "--ulimit memlock=65536: on a multi-node Spark the deploy gives every engine container "
+        "--ulimit=memlock=-1:-1 (sparkdeploy/knowledge/fabric.yaml): docker keeps the last"
+    )
 
 
 # --- the units of a pair -----------------------------------------------------------------
@@ -120,11 +130,20 @@ def test_a_pair_repeating_the_deploys_options_writes_each_once():
     assert rdma_in(words) == ["--ulimit=memlock=-1", "--device=/dev/infiniband"]  # theirs
 
 
-def test_a_pair_with_a_single_uverbs_device_is_refused():
+def test_a_pair_with_a_single_uverbs_device_keeps_the_deploys_folder():
     engine = {"name": "sglang", "docker_args": ["--device=/dev/infiniband/uverbs1"]}
+    paired = inventory(engine, pair=True)
+    assert paired.engine_plans["s1"].rdma_args == RDMA_WORDS
+    assert any("NCCL must still find the IB devices" in w for w in paired.warnings)
+    words = exec_start(units("s1", engine, pair=True)["spark-engine-sglang.service"])
+    assert rdma_in(words) == [*RDMA_WORDS, "--device=/dev/infiniband/uverbs1"]
+    assert inventory(engine).engine_plans["s1"].rdma_args == ()  # alone it is the operator's
+
+
+def test_a_pair_with_another_memlock_is_refused():
+    engine = {"name": "sglang", "docker_args": ["--ulimit", "memlock=65536"]}
     with pytest.raises(InventoryError, match=r"remove it from engine\.docker_args"):
         inventory(engine, pair=True)
-    assert inventory(engine).engine_plans["s1"].rdma_args == ()  # alone it is the operator's
 
 
 # --- the environment per engine and release ----------------------------------------------

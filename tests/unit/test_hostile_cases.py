@@ -889,7 +889,33 @@ DOCKER_REFUSED = [
     Refused(
         "docker_args --device=/dev/sda", engine(docker_args=["--device=/dev/sda"]), "docker_args"
     ),  # fmt: skip
-    Refused("docker_args unknown option", engine(docker_args=["--pid=host"]), "docker_args"),
+    Refused("docker_args --pid=host", engine(docker_args=["--pid=host"]), "docker_args"),
+    Refused("docker_args unknown option", engine(docker_args=["--pidd=host"]), "docker_args"),
+    Refused("docker_args --userns=host", engine(docker_args=["--userns=host"]), "docker_args"),
+    Refused(
+        "docker_args --cap-add in lower case",
+        engine(docker_args=["--cap-add", "sys_admin"]),
+        "docker_args",
+    ),  # fmt: skip
+    Refused(
+        "docker_args --oom-kill-disable", engine(docker_args=["--oom-kill-disable"]), "docker_args"
+    ),  # fmt: skip
+    Refused(
+        "docker_args --cidfile writes as root",
+        engine(docker_args=["--cidfile=/etc/cron.d/x"]),
+        "docker_args",
+    ),  # fmt: skip
+    Refused(
+        "docker_args a keyboard device",
+        engine(docker_args=["--device=/dev/input/event0"]),
+        "docker_args",
+    ),  # fmt: skip
+    Refused(
+        "docker_args a disk behind a dotted path",
+        engine(docker_args=["--device=/dev/infiniband/../sda"]),
+        "docker_args",
+    ),
+    Refused("docker_args -it clustered", engine(docker_args=["-it"]), "docker_args"),
     Refused(
         "docker_args value with a newline",
         engine(docker_args=["--shm-size", "16g\nExecStartPre=/x"]),
@@ -963,6 +989,16 @@ DOCKER_REFUSED = [
     Refused("mod that is not on the laptop", engine(mods=["no-such-mod.sh"]), "engine.mods"),
 ]
 DOCKER_HARMLESS = [
+    Harmless(
+        "docker_args a go-units size as sparkrun writes it",
+        engine(docker_args=["--shm-size=10.24gb"]),
+        docker_word("--shm-size=10.24gb"),
+    ),
+    Harmless(
+        "docker_args a health command with shell metacharacters is one word",
+        engine(docker_args=["--health-cmd", "curl -f localhost:30000 || exit 1; reboot"]),
+        docker_word("--health-cmd=curl -f localhost:30000 || exit 1; reboot"),
+    ),
     Harmless(
         "docker_args in two words written as one",
         engine(docker_args=["--ulimit", "memlock=-1"]),

@@ -155,6 +155,9 @@ def test_a_working_recipe_is_said_and_runs_its_command_line(path):
     container = docker_run(plan, next(s for s in plan.services if not s.part_of), [])
     for mount in engine.get("mounts") or []:
         assert f"{mount['host']}:{mount['container']}:ro" in container, mount
+    # The docker options the recipe's container gets (engine.docker_args with the deploy's).
+    assert all(word in container for word in expect.get("docker", [])), container
+    assert not set(expect.get("docker_absent", [])) & set(container), container
     # The exact command line, reviewed once and kept (on several Sparks: the head's).
     assert words == expect["command"], path.name
     # On several Sparks every one runs the engine with its rank; only the head serves.
