@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.knowledge.flags import CatalogueNotFound, load_catalogue, nearest_release
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,24 @@ class ImageReading:
 
 
 def flag_names(words: tuple[str, ...]) -> list[str]:
-    """The ``--flag`` names among command-line words (``--flag=value`` counts as ``--flag``)."""
-    return [word.split("=", 1)[0] for word in words if word.startswith("--") and len(word) > 2]
+    """The ``--flag`` names among command-line words (``--flag=value`` and a dotted key,
+    ``--compilation-config.mode``, count as the flag itself: --help lists only that)."""
+    return [
+        word.split("=", 1)[0].split(".", 1)[0]
+        for word in words
+        if word.startswith("--") and len(word) > 2
+    ]
+
+
+def _catalogued(plan: EnginePlan, flag: str) -> str:
+    """What the plan's catalogue said of ``flag``: it did, or it left it to the image."""
+    try:
+        known = load_catalogue(plan.engine, plan.version).read(flag) is not None
+    except CatalogueNotFound:
+        known = False
+    if known:
+        return f"the {plan.version} catalogue did"
+    return f"the {plan.version} catalogue does not know it either, and left it to the image"
 
 
 def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], list[str]]:
@@ -56,7 +73,7 @@ def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], 
             f"{where}: no {plan.engine} distribution was found in the image, so its release "
             f"is unknown; the flags were checked against the {plan.version} catalogue"
         )
-    elif reading.release != plan.version:
+    elif nearest_release(plan.engine, reading.release) != plan.version:
         warnings.append(
             f"{where} holds {plan.engine} {reading.release}, but the plan was checked against "
             f"the {plan.version} catalogue: set engine.version: {reading.release!r} so the "
@@ -70,14 +87,14 @@ def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], 
     else:
         fix = (
             f"set engine.version: {reading.release!r}, the release the image holds"
-            if reading.release and reading.release != plan.version
+            if reading.release and nearest_release(plan.engine, reading.release) != plan.version
             else "remove it from engine.args, or choose an image whose release has it"
         )
         for flag in sorted(set(flag_names(plan.flags))):
             if flag not in reading.flags:
                 problems.append(
                     f"{flag}: the engine in {where} does not accept it (its --help lists no "
-                    f"such flag); the {plan.version} catalogue did. Fix: {fix}"
+                    f"such flag); {_catalogued(plan, flag)}. Fix: {fix}"
                 )
     if any(service.role.startswith("ray-") for service in plan.services) and not reading.ray:
         problems.append(
