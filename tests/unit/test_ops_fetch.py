@@ -361,6 +361,18 @@ def test_a_flag_no_catalogue_knows_is_judged_by_the_images_own_list():
     ]
 
 
+def test_without_the_images_flag_list_the_flags_no_catalogue_knows_are_named():
+    _, plan = sglang_plan()
+    forked = replace(plan, flags=(*plan.flags, "--weight-loader-b12x", "on"))
+    reading = reading_of(forked, flags=None, help_error="ImportError: libcuda")
+    problems, warnings = image_problems(forked, ImageReading.of(reading))
+    assert problems == []
+    assert warnings[-1].endswith(
+        "only the catalogue check stands; nothing vouches for --weight-loader-b12x: the "
+        "engine's own parser decides them when it starts"
+    )
+
+
 def test_a_dotted_key_is_checked_as_its_json_flag():
     assert flag_names(("--compilation-config.mode", "3", "--tp-size=2", "-cc.mode")) == [
         "--compilation-config",
