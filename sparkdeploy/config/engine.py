@@ -647,13 +647,17 @@ def _finite(value: object) -> None:
 
 
 def _json_value(value: object) -> None:
-    """Every key and string inside a JSON flag value is plain text and no secret."""
+    """Every key and string inside a JSON flag value is plain text and no secret. A key whose
+    name says secret is judged by what it holds: numbers, true/false or null are none
+    (--hf-overrides {pad_token_id: 0, eos_token_id: [1, 2]}); text under it is refused."""
     if isinstance(value, str):
         plain_text(value)
     elif isinstance(value, dict):
         for key, item in value.items():
             plain_text(str(key))
-            if secret_name(str(key)):
+            numbers = item if isinstance(item, list) else [item]
+            textless = all(one is None or isinstance(one, (bool, int, float)) for one in numbers)
+            if secret_name(str(key)) and not textless:
                 raise ValueError(f"{shown(key)} {SECRET_FLAG_HINT}")
             _json_value(item)
     elif isinstance(value, list):

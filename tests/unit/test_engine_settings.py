@@ -273,3 +273,12 @@ def test_a_flag_is_a_secret_by_what_it_takes_not_by_the_words_in_its_name():
     token = "hf_" + "a" * 34
     found = errors(name="vllm", args={"--long-prefill-token-threshold": token})["args"]
     assert "looks like a secret" in found
+
+
+def test_a_json_key_is_a_secret_by_what_it_holds():
+    overrides: dict[str, Any] = {"--hf-overrides": {"pad_token_id": 0, "eos_token_id": [1, 2]}}
+    assert EngineSettings(name="vllm", args=overrides).args == overrides
+    found = errors(name="vllm", args={"--hf-overrides": {"pad_token": "<pad>"}})["args"]
+    assert found.startswith("--hf-overrides: 'pad_token' carries a secret")  # text: refused
+    found = errors(name="vllm", args={"--model-loader-extra-config": {"hf_token": "x"}})
+    assert "'hf_token' carries a secret" in found["args"]
