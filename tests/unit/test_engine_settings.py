@@ -280,5 +280,5 @@ def test_a_json_key_is_a_secret_by_what_it_holds():
     assert EngineSettings(name="vllm", args=overrides).args == overrides
     found = errors(name="vllm", args={"--hf-overrides": {"pad_token": "<pad>"}})["args"]
     assert found.startswith("--hf-overrides: 'pad_token' carries a secret")  # text: refused
-    found = errors(name="vllm", args={"--model-loader-extra-config": {"hf_token": "x"}})
-    assert "'hf_token' carries a secret" in found["args"]
+    loader = errors(name="vllm", args={"--model-loader-extra-config": {"hf_token": "x"}})
+    assert "'hf_token' carries a secret" in loader["args"]
