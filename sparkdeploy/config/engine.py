@@ -14,7 +14,11 @@ which overrides. Nested as ``engine:`` in the inventory::
 
 Validation follows ``sparkdeploy/config/spark.py``: strict types, unknown keys refused, and
 within a key every problem listed at once (each flag named, with what would be valid).
-Engine flags are checked against the catalogue of the pinned release, never guessed.
+Engine flags are checked against the catalogue of the pinned release, never guessed. What
+is unsafe (secrets, injection, options the deploy manages) is refused before any connection;
+what only the engine can know is left to the image when it is not the catalogued release: a
+flag or choice its catalogue lacks is a warning, and the image's own flag list decides it on
+the Spark (engine_plan/image_check.py).
 """
 
 from __future__ import annotations
@@ -51,11 +55,13 @@ from sparkdeploy.config.values import (
 )
 from sparkdeploy.knowledge.docker_options import parse_docker_args
 from sparkdeploy.knowledge.flags import (
+    Catalogue,
     CatalogueNotFound,
     available_versions,
-    check_flags,
     json_object,
     load_catalogue,
+    nearest_release,
+    nearness,
 )
 from sparkdeploy.knowledge.images import (
     describe_image,
@@ -167,7 +173,11 @@ class EngineSettings(BaseModel):
         description="Engine release whose flag catalogue checks every flag "
         "(sparkdeploy/knowledge/catalogues/). Default: the release the image maps to in "
         "sparkdeploy/knowledge/images.yaml; for an image it cannot map, the newest "
-        "catalogued release, with a warning.",
+        "catalogued release, with a warning. A release without a catalogue (`0.20.0`, a "
+        "build's `0.5.8-t5`) is checked with the nearest catalogued one, with a warning "
+        "saying which and why. On an image that is not the catalogued release (a fork, "
+        "preview, nightly or local build), a flag or choice the catalogue lacks is a warning "
+        "and the image's own flag list, read on the Spark after the pull, decides it.",
     )
     launch: Literal["entrypoint", "command"] | None = Field(
         None,
@@ -325,14 +335,16 @@ class EngineSettings(BaseModel):
             data.setdefault("port", DEFAULT_PORTS[data["name"]])
         return data
 
-    _version_given: bool = PrivateAttr(False)
+    _version_asked: str = PrivateAttr("")
 
     @model_validator(mode="wrap")
     @classmethod
     def _remember_version(cls, data: Any, handler: Any) -> Any:
-        """Whether the inventory named the version (a derived one may need a warning)."""
+        """The version the inventory named, if any (a derived one, or the nearest catalogued
+        release standing for one, may need a warning)."""
         settings = handler(data)
-        settings._version_given = isinstance(data, dict) and bool(data.get("version"))
+        asked = data.get("version") if isinstance(data, dict) else None
+        settings._version_asked = asked if isinstance(asked, str) else ""
         return settings
 
     @field_validator("image")
@@ -356,43 +368,56 @@ class EngineSettings(BaseModel):
     @field_validator("version")
     @classmethod
     def _catalogued(cls, value: str, info: ValidationInfo) -> str:
+        """The catalogued release that checks the flags: the one named or mapped, its nearest
+        when it has no catalogue, the newest when the image's release is unknown."""
         name, image = info.data.get("name"), info.data.get("image")
         if name is None or image is None:  # reported on their own keys
             return value
-        if not value:
-            derived = version_for_image(name, image) if image else None
-            if derived is None or derived not in available_versions(name):
-                # Unknown (or not catalogued): the newest catalogued release checks the
-                # flags, and the plan warns (unknown_version_warning).
-                return available_versions(name)[-1]
-            value = derived
-        try:
-            load_catalogue(name, value)
-        except CatalogueNotFound as error:
-            raise ValueError(str(error)) from None
         mapped = version_for_image(name, image) if image else None
-        if mapped is not None and mapped != value:
+        if value and mapped is not None and mapped != value:
             raise ValueError(
                 f"image {image} is release {mapped}, not {value}; drop version or change the image"
             )
-        return value
+        asked = value or mapped
+        if not asked:
+            # Unknown: the newest catalogued release checks the flags, and the plan warns
+            # (unknown_version_warning).
+            return available_versions(name)[-1]
+        # A release without a catalogue (vllm/vllm-openai:v0.20.0, a build of 0.5.8): the
+        # nearest catalogued one checks the flags, and the plan says which and why.
+        nearest = nearest_release(name, asked)
+        try:
+            load_catalogue(name, nearest or asked)
+        except CatalogueNotFound as error:
+            raise ValueError(f"{error}; or give the release number the image holds") from None
+        return nearest or asked
 
     @field_validator("args")
     @classmethod
     def _known_flags(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Every flag safe to write and read as the release reads it; on an image that is not
+        the catalogued release, what only the image can judge is left to it (flag_warnings)."""
+        name, version = info.data.get("name"), info.data.get("version")
+        catalogue = load_catalogue(name, version) if name is not None and version else None
         problems = [
-            problem for flag, item in value.items() for problem in _arg_problems(flag, item)
+            problem
+            for flag, item in value.items()
+            for problem in _arg_problems(flag, item, catalogue)
         ]
         if problems:
             raise ValueError("; ".join(problems))
-        name, version = info.data.get("name"), info.data.get("version")
         if name is None or not version:
             return value
         managed = _managed_problems(name, version, value)
         given = {
             flag: item for flag, item in value.items() if item is not None and flag not in managed
         }
-        problems = list(managed.values()) + check_flags(name, version, given)
+        image = info.data.get("image") or ""
+        lenient = image_decides(name, image, version)
+        catalogue = load_catalogue(name, version)
+        problems = list(managed.values()) + catalogue.check(given, lenient)
+        if not lenient and catalogue.undecided(given):
+            problems.append(_release_hint(name, image, version))
         if problems:
             raise ValueError("; ".join(problems))
         return value
@@ -416,24 +441,49 @@ class EngineSettings(BaseModel):
         return value
 
     def unknown_version_warning(self) -> str | None:
-        """When the release of the image is not known (or not catalogued) and the inventory
-        does not name it: which release checks the flags instead, and how to say."""
-        if self._version_given:
+        """When the release of the image is not known, or has no catalogue: which release
+        checks the flags instead, why that one, and how to say or build the right one."""
+        held = self._version_asked or describe_image(self.name, self.image).version
+        if held == self.version or (self._version_asked and not held):
             return None
-        info = describe_image(self.name, self.image)
-        if info.version == self.version:
-            return None
+        if held:
+            said = "engine.version is" if self._version_asked else f"image {self.image} maps to"
+            return (
+                f"{said} {self.name} {held}, which has no flag catalogue; its flags are checked "
+                f"against the nearest catalogued release, {self.name} {self.version} "
+                f"({nearness(self.name, held, self.version)}), and on the Spark against the "
+                "flag list of the image itself. For the release's own catalogue run `make "
+                f'catalogues ENGINE={self.name} VERSIONS="{held}"`'
+            )
         known = ", ".join(available_versions(self.name))
-        what = (
-            f"maps to {self.name} {info.version}, which has no flag catalogue"
-            if info.version
-            else f"is of no {self.name} release sparkdeploy/knowledge/images.yaml knows"
-        )
         return (
-            f"image {self.image} {what}; its flags are checked against the newest catalogued "
-            f"release, {self.name} {self.version}. Set engine.version to the release the image "
-            f"holds (catalogued: {known})"
+            f"image {self.image} is of no {self.name} release sparkdeploy/knowledge/images.yaml "
+            f"knows; its flags are checked against the newest catalogued release, {self.name} "
+            f"{self.version}. Set engine.version to the release the image holds (catalogued: "
+            f"{known})"
         )
+
+    def image_decides(self) -> bool:
+        """Whether the image is not the catalogued release its flags are checked against (a
+        fork, preview, nightly, local build or uncatalogued release): a flag or choice the
+        catalogue lacks is then the image's to judge, on the Spark, not a refusal here."""
+        return image_decides(self.name, self.image, self.version)
+
+    def flag_warnings(self) -> list[str]:
+        """engine.args the catalogue does not know, on an image that is not its release:
+        what will decide them (the image's own flag list, read on the Spark after the pull)."""
+        if not self.image_decides():
+            return []
+        given = {flag: item for flag, item in self.args.items() if item is not None}
+        undecided = load_catalogue(self.name, self.version).undecided(given)
+        if not undecided:
+            return []
+        return [
+            f"engine.args: {'; '.join(undecided)}. Image {self.image} is not {self.name} "
+            f"{self.version}, so its own parser decides: after the pull the deploy reads on the "
+            "Spark the flags the image's engine lists (--help) and, before any unit changes, "
+            "refuses a flag it does not list; a value it does not take stops the engine at start"
+        ]
 
     def launch_warning(self) -> str | None:
         """When neither images.yaml nor the inventory says how the server starts, or the
@@ -506,6 +556,24 @@ class EngineSettings(BaseModel):
         return value
 
 
+def image_decides(engine: str, image: str, version: str) -> bool:
+    """Whether ``image`` is not the catalogued release ``version`` (images.yaml maps it to
+    none, or to another): its own parser then judges what the catalogue does not know."""
+    return version_for_image(engine, image) != version if image else False
+
+
+def _release_hint(engine: str, image: str, version: str) -> str:
+    """Why a flag unknown to the catalogue is refused on a catalogued release, and the fixes."""
+    return (
+        f"image {image} is {engine} {version} (sparkdeploy/knowledge/images.yaml), whose "
+        f"parser refuses what sparkdeploy/knowledge/catalogues/{engine}-{version}.json does not "
+        "list: remove the flag or fix its value, or use an image that has it (an image of "
+        "no catalogued release, such as a fork or a build of your own, is judged on the Spark "
+        "by its own flag list); if that catalogue is stale, rebuild it with `make catalogues "
+        f'ENGINE={engine} VERSIONS="{version}"`'
+    )
+
+
 def _managed_problems(engine: str, version: str, args: dict[str, Any]) -> dict[str, str]:
     """Flags (or keys of a JSON flag) in ``args`` that the deploy sets from a setting, in
     whatever spelling the release reads them -> what to set instead."""
@@ -535,13 +603,27 @@ def _json_keys(value: object) -> list[str]:
     return [str(key) for key in json_object(value) or {}]
 
 
-def _arg_problems(flag: object, value: object) -> list[str]:
-    """What is wrong with one ``engine.args`` entry before the catalogue is asked: a flag
-    name that is not one, a flag that carries a secret, a value that is a flag, control
-    characters or a secret anywhere in the value."""
+def _secret_flag(flag: str, value: object, catalogue: Catalogue | None) -> bool:
+    """Whether ``flag`` would put a secret on the command line: its name says so (--api-key,
+    --hf-token) and what it takes can hold one. What the catalogue says it takes decides
+    (--long-prefill-token-threshold takes an int: no secret); a flag it does not know is
+    judged by its name, unless it is a switch (true: no value reaches the command line)."""
+    if not secret_name(flag) and flag.removeprefix("--") not in ("token", "hf-token"):
+        return False
+    reading = catalogue.read(flag) if catalogue is not None else None
+    if catalogue is not None and reading is not None and not reading.path:
+        spec = catalogue.spec(reading.flag)
+        return spec is None or spec.type not in ("int", "float", "bool")
+    return value is not True
+
+
+def _arg_problems(flag: object, value: object, catalogue: Catalogue | None = None) -> list[str]:
+    """What is wrong with one ``engine.args`` entry whatever the release reads: a flag name
+    that is not one, a flag that carries a secret (``_secret_flag``), a value that is a flag,
+    control characters or a secret anywhere in the value."""
     if not isinstance(flag, str) or not FLAG_NAME.fullmatch(flag):
         return [f"{shown(flag)}: flags are written with their dashes, like --context-length"]
-    if secret_name(flag) or flag.removeprefix("--") in ("token", "hf-token"):
+    if _secret_flag(flag, value, catalogue):
         return [f"{flag}: {SECRET_FLAG_HINT}"]
     items = value if isinstance(value, list) else [value]
     problems = []
@@ -569,13 +651,17 @@ def _finite(value: object) -> None:
 
 
 def _json_value(value: object) -> None:
-    """Every key and string inside a JSON flag value is plain text and no secret."""
+    """Every key and string inside a JSON flag value is plain text and no secret. A key whose
+    name says secret is judged by what it holds: numbers, true/false or null are none
+    (--hf-overrides {pad_token_id: 0, eos_token_id: [1, 2]}); text under it is refused."""
     if isinstance(value, str):
         plain_text(value)
     elif isinstance(value, dict):
         for key, item in value.items():
             plain_text(str(key))
-            if secret_name(str(key)):
+            numbers = item if isinstance(item, list) else [item]
+            textless = all(one is None or isinstance(one, (bool, int, float)) for one in numbers)
+            if secret_name(str(key)) and not textless:
                 raise ValueError(f"{shown(key)} {SECRET_FLAG_HINT}")
             _json_value(item)
     elif isinstance(value, list):

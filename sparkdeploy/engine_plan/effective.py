@@ -283,8 +283,8 @@ def _set(args: dict[str, Any], catalogue: Catalogue, flag: str, value: Any) -> N
     base = spec.negates if spec is not None and spec.negates else canonical
     for name in [*spellings(catalogue, base), "--no-" + base[2:]]:
         args.pop(name, None)
-    if value is not None:
-        args[canonical] = value
+    if value is not None:  # a value written into the name (-O3: true) is the flag's value
+        args[canonical] = reading.value if reading.value is not None and value is True else value
 
 
 def _set_key(args: dict[str, Any], flag: str, path: tuple[str, ...], value: Any) -> None:
@@ -331,7 +331,7 @@ def effective_args(
         settings, catalogue, multinode, model, speculative and draft_folder is not None
     )
     args = _layered(catalogue, layers, values, settings.args)
-    problems += catalogue.check(args)
+    problems += catalogue.check(args, settings.image_decides())
     if problems:
         raise EngineConfigError(problems)
     return args

@@ -123,6 +123,7 @@ def plan_release(given: PlanInput, env: dict[str, str]) -> Planned[None]:
     warnings = [
         *given.catalogue.spelling_notes(given.settings.args),
         *given.catalogue.unread_env(env),
+        *given.settings.flag_warnings(),
     ]
     version = given.settings.unknown_version_warning()
     return Planned(None, warnings=(*warnings, *([version] if version else [])))

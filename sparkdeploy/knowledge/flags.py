@@ -25,7 +25,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,17 @@ ENGINE_TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
 HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]?$")
 MAX_LISTED_CHOICES = 24
 INT_TEXT = re.compile(r"[+-]?\d+")
+
+
+# Flags a release types as plain strings although it parses their value as JSON (their help
+# says JSON; the engine's own tests pass JSON text): SGLang's --model-loader-extra-config
+# (sglang test/: '{"enable_multithread_load": true}') and --json-model-override-args (a JSON
+# string merged into the model's config). A flag another catalogued release of the engine
+# types as JSON (vLLM 0.31-0.33 --limit-mm-per-prompt, typed str there) is read the same way.
+JSON_TEXT_FLAGS = {
+    "sglang": frozenset({"--model-loader-extra-config", "--json-model-override-args"}),
+    "vllm": frozenset(),
+}
 
 
 class CatalogueNotFound(LookupError):
@@ -64,6 +75,7 @@ class Reading:
     flag: str  # the canonical flag (a `--no-` form stays itself)
     path: tuple[str, ...] = ()  # keys inside the JSON flag, for a dotted spelling
     abbreviates: bool = False  # written as a prefix that argparse expands to ``flag``
+    value: Any = None  # a value written into the name itself (vLLM's ``-O3``), else None
 
     @property
     def key(self) -> str:
@@ -92,19 +104,30 @@ class Catalogue:
         return reading.flag if reading is not None and not reading.path else name
 
     def read(self, name: str) -> Reading | None:
-        """What the release's parser makes of the flag name ``name``; None if it is no flag."""
+        """What the release's parser makes of the flag name ``name``; None if it is no flag.
+        A dotted key may follow a short alias too (``-cc.mode``: vLLM's FlexibleArgumentParser
+        splits any dashed word with a dot into a JSON flag and its keys)."""
         spec = self.flags.get(name)
         if spec is not None:
             return Reading(spec.alias_of or name)
-        if not name.startswith("--"):
+        if not name.startswith("-"):
             return None
-        head, dot, rest = name[2:].partition(".")
-        if self.parser.underscores:
+        level = self._optimization_level(name)
+        if level is not None:
+            return level
+        dashes = "--" if name.startswith("--") else "-"
+        head, dot, rest = name[len(dashes) :].partition(".")
+        if self.parser.underscores and dashes == "--":
             head = head.replace("_", "-")
-        flag = "--" + head
+        flag = dashes + head
+        if dashes == "-" and not (dot and flag in self.flags):
+            return None
         spec = self.flags.get(flag)
         if spec is not None and dot:
-            if not self.parser.dotted_json or spec.type != "json" or not all(rest.split(".")):
+            canonical = spec.alias_of or flag
+            if not self.parser.dotted_json or not self.takes_json(canonical):
+                return None
+            if not all(rest.split(".")):
                 return None
             return Reading(spec.alias_of or flag, tuple(rest.split(".")))
         if spec is not None:
@@ -113,6 +136,29 @@ class Catalogue:
         if len(matches) == 1:
             return Reading(matches[0], abbreviates=True)
         return None
+
+    def _optimization_level(self, name: str) -> Reading | None:
+        """vLLM's ``-O`` spellings of --optimization-level: its FlexibleArgumentParser rewrites
+        ``-O3``, ``-O=3``, ``-Odecode`` to ``--optimization-level 3`` (and ``-O 3`` for 0-3)
+        before argparse sees them (vllm/utils/argparse_utils.py, parse_args). ``-O.key`` is
+        no such spelling there (it was when -O stood for --compilation-config)."""
+        flag = "--optimization-level"
+        if not self.parser.underscores or flag not in self.flags or not name.startswith("-O"):
+            return None
+        written = name[2:].removeprefix("=")
+        if name == "-O":
+            return Reading(flag)
+        if not written or written.startswith("."):
+            return None
+        return Reading(flag, value=int(written) if written.isdigit() else written)
+
+    def takes_json(self, flag: str) -> bool:
+        """Whether the release parses the value of ``flag`` (canonical) as JSON: typed so in
+        this catalogue, or a string the engine reads as JSON (``json_text_flags``)."""
+        spec = self.flags.get(flag)
+        return spec is not None and (
+            spec.type == "json" or (spec.type == "str" and flag in json_text_flags(self.engine))
+        )
 
     def prefix_matches(self, name: str) -> list[str]:
         """The flags argparse would take ``name`` to abbreviate (none without allow_abbrev)."""
@@ -129,10 +175,41 @@ class Catalogue:
         """Whether ``name`` with ``value`` passes ``check_flags`` for this release."""
         return not _problems_for(self, name, value)
 
-    def check(self, args: Mapping[str, object]) -> list[str]:
-        """Every problem with ``args`` for this release; empty when all are valid."""
+    def check(self, args: Mapping[str, object], image_decides: bool = False) -> list[str]:
+        """Every problem with ``args`` for this release; empty when all are valid. With
+        ``image_decides`` (the image is not this release: a fork, preview, nightly or local
+        build) a flag the catalogue does not know and a value outside its choices are left to
+        the image (``undecided``), and only the other problems are returned."""
         return [
-            problem for name, value in args.items() for problem in _problems_for(self, name, value)
+            problem
+            for name, value in args.items()
+            if not (image_decides and self.image_decides(name, value))
+            for problem in _problems_for(self, name, value)
+        ]
+
+    def image_decides(self, name: str, value: Any) -> bool:
+        """Whether the only problems of ``name`` with ``value`` are ones an image that is not
+        this release may not have: a flag this release does not read, or a value outside its
+        choices (a build may add flags, backends and loaders)."""
+        if not isinstance(name, str) or not name.startswith("-"):
+            return False
+        reading = self.read(name)
+        if reading is None:
+            return True
+        spec = self.flags[name if name in self.flags else reading.flag]
+        if reading.path or spec.choices is None or spec.deprecated:
+            return False
+        unchosen = replace(spec, choices=None)
+        return _value_problem(self, name, unchosen, value) is None
+
+    def undecided(self, args: Mapping[str, object]) -> list[str]:
+        """The problems of ``args`` that only an image which is not this release can settle
+        (``image_decides``), as ``check`` words them."""
+        return [
+            problem
+            for name, value in args.items()
+            if self.image_decides(name, value)
+            for problem in _problems_for(self, name, value)
         ]
 
     def argv(self, args: Mapping[str, Any]) -> list[str]:
@@ -150,6 +227,55 @@ class Catalogue:
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+RELEASE_NUMBER = re.compile(r"v?(\d+(?:\.\d+)*)(?:\.?post(\d+))?")
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """The numbers of the release a version names, without a build's suffix: ``0.5.8-t5``
+    -> (0, 5, 8), ``0.5.8.post1`` -> (0, 5, 8, 1), ``0.24.0-dev`` -> (0, 24, 0)."""
+    found = RELEASE_NUMBER.match(version.strip())
+    if found is None:
+        return ()
+    post = (int(found.group(2)),) if found.group(2) else ()
+    return tuple(int(part) for part in found.group(1).split(".")) + post
+
+
+def nearest_release(engine: str, version: str) -> str | None:
+    """The catalogued release of ``engine`` nearest ``version``: itself when catalogued, else
+    the one sharing the longest leading part of its number (0.20.0 -> 0.20.1, 0.5.8 ->
+    0.5.8.post1), then the closest at the first number that differs, the older on a tie;
+    None when ``version`` names no release number or nothing is catalogued."""
+    releases = available_versions(engine)
+    wanted = release_key(version)
+    if version in releases or not wanted or not releases:
+        return version if version in releases else None
+
+    def distance(release: str) -> tuple[int, int, bool]:
+        """Longer shared leading numbers first, then the smaller gap, then the older."""
+        key = release_key(release)
+        pairs = list(zip(key, wanted, strict=False))
+        shared = next((i for i, (a, b) in enumerate(pairs) if a != b), len(pairs))
+        gap = abs(pairs[shared][0] - pairs[shared][1]) if shared < len(pairs) else 0
+        return (-shared, gap, key > wanted)
+
+    return min(releases, key=distance)
+
+
+def nearness(engine: str, version: str, nearest: str) -> str:
+    """Why ``nearest`` stands for ``version`` (nearest_release), in a few words."""
+    releases = available_versions(engine)
+    wanted, key = release_key(version), release_key(nearest)
+    if wanted[:3] == key[:3]:
+        return f"the same {'.'.join(map(str, wanted[:3]))} release"
+    if wanted[:2] == key[:2]:
+        return f"the nearest of the {'.'.join(map(str, wanted[:2]))} line"
+    if wanted < release_key(releases[0]):
+        return f"{version} is older than every catalogued release"
+    if wanted > release_key(releases[-1]):
+        return f"{version} is newer than every catalogued release"
+    return f"no {'.'.join(map(str, wanted[:2]))} release is catalogued"
 
 
 def available_versions(engine: str, flags_dir: Path = FLAGS_DIR) -> list[str]:
@@ -185,6 +311,18 @@ def load_catalogue(engine: str, version: str) -> Catalogue:
 
 
 @cache
+def json_text_flags(engine: str) -> frozenset[str]:
+    """Flags of ``engine`` whose string value the engine parses as JSON: typed JSON by another
+    catalogued release of the engine, or listed in JSON_TEXT_FLAGS."""
+    found = set(JSON_TEXT_FLAGS.get(engine, ()))
+    for version in available_versions(engine):
+        for flag, spec in load_catalogue(engine, version).flags.items():
+            if spec.type == "json":
+                found.add(spec.alias_of or flag)
+    return frozenset(found)
+
+
+@cache
 def renames(engine: str) -> dict[str, Any]:
     """The rename table of ``engine`` (renames.yaml): {"flags": [...], "values": [...]}."""
     data = load_yaml(RENAMES_FILE) or {}
@@ -205,6 +343,10 @@ def _problems_for(catalogue: Catalogue, name: str, value: Any) -> list[str]:
         return [f"{name}: {_unknown(catalogue, name)}"]
     if reading.path:
         return _json_key_problem(catalogue, name, value)
+    if reading.value is not None:
+        if value is not True:
+            return [f"{name}: carries its value in its name; write {name}: true"]
+        name, value = reading.flag, reading.value
     # as written when it is a spelling of the catalogue (an alias keeps its own), else as read
     name = name if name in catalogue.flags else reading.flag
     spec = catalogue.flags[name]
@@ -243,7 +385,7 @@ def _unknown(catalogue: Catalogue, name: str) -> str:
     head, dot, _ = name.partition(".") if name.startswith("--") else (name, "", "")
     if dot and catalogue.read(head) is not None:
         spec = catalogue.spec(catalogue.canonical(head))
-        if spec is not None and spec.type != "json":
+        if spec is not None and not catalogue.takes_json(catalogue.canonical(head)):
             return f"{head} is not a JSON flag in {title}, so it has no dotted keys"
         return f"{title} does not take dotted keys; give {head} as one JSON object"
     matches = catalogue.prefix_matches(name)
@@ -312,6 +454,8 @@ def _value_problem(catalogue: Catalogue, name: str, spec: FlagSpec, value: Any) 
         return f"takes no value: write true to emit it{off} (got {value!r})"
     if value is True and spec.nargs == "?":
         return None
+    if isinstance(value, (dict, list)) and catalogue.takes_json(spec.alias_of or name):
+        return None  # one JSON value, written as one compact JSON word (_word)
     many = spec.nargs in ("+", "*") or spec.repeatable
     if isinstance(value, list):
         if not many:
@@ -404,13 +548,15 @@ def to_argv(engine: str, version: str, args: Mapping[str, Any]) -> list[str]:
 def _argv(catalogue: Catalogue, args: Mapping[str, Any]) -> list[str]:
     words: list[str] = []
     for name, value in args.items():
+        reading = catalogue.read(name)
         spec = catalogue.spec(catalogue.canonical(name))
-        if value is True and (spec is None or spec.type == "bool" or spec.nargs == "?"):
+        inline = reading is not None and reading.value is not None
+        if value is True and (spec is None or spec.type == "bool" or spec.nargs == "?" or inline):
             words.append(name)
         elif isinstance(value, list) and spec is not None and spec.repeatable:
             for item in value:
                 words += [name, _word(item)]
-        elif isinstance(value, list) and (spec is None or spec.type != "json"):
+        elif isinstance(value, list) and not catalogue.takes_json(catalogue.canonical(name)):
             words += [name, *(_word(item) for item in value)]
         else:
             words += [name, _word(value)]
@@ -459,7 +605,8 @@ def from_argv(engine: str, version: str, words: list[str]) -> ParsedArgs:
             continue
         if not equals:
             following, index = _taken(spec, reading, words, index)
-        _store(args, name, spec, _flag_value(spec, following))
+        json_valued = reading is not None and catalogue.takes_json(reading.flag)
+        _store(args, name, spec, _flag_value(spec, following, json_valued))
     return ParsedArgs(args, tuple(positional), tuple(unknown))
 
 
@@ -483,7 +630,11 @@ def _taken(
 ) -> tuple[list[str], int]:
     """The words a known flag written without ``=`` takes from ``words[index:]``, and the
     index after them."""
-    if spec.type == "bool" and reading is not None and not reading.path:
+    if (
+        reading is not None
+        and (reading.value is not None or spec.type == "bool")
+        and not reading.path
+    ):
         return [], index
     if spec.nargs in ("+", "*"):
         following = []
@@ -496,14 +647,14 @@ def _taken(
     return [], index
 
 
-def _flag_value(spec: FlagSpec, following: list[str]) -> Any:
+def _flag_value(spec: FlagSpec, following: list[str], json_valued: bool) -> Any:
     """A known flag's value from the words it took: True for none, the list for nargs
     ``+``/``*``, a JSON flag's word parsed (when it parses to an object), else the word."""
-    if spec.nargs in ("+", "*") and spec.type != "json":
+    if spec.nargs in ("+", "*") and not json_valued:
         return following
     if not following:
         return True
-    value = json_object(following[0]) if spec.type == "json" else None
+    value = json_object(following[0]) if json_valued else None
     return following[0] if value is None else value
 
 

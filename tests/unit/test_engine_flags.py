@@ -9,7 +9,10 @@ from sparkdeploy.knowledge.flags import (
     Reading,
     available_versions,
     check_flags,
+    from_argv,
     load_catalogue,
+    nearest_release,
+    nearness,
     release_ranges,
     renames,
     to_argv,
@@ -193,3 +196,101 @@ def test_releases_are_named_as_runs():
         "0.5.9 to 0.5.10.post1, 0.5.23"
     )
     assert release_ranges("vllm", ["0.33.0"]) == "0.33.0"
+
+
+# --- issue 24: JSON values, vLLM's spellings, the nearest release, what the image decides ----
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "flag"),
+    [
+        ("vllm", "0.33.0", "--limit-mm-per-prompt"),  # typed str in 0.31-0.33, JSON before
+        ("vllm", "0.33.0", "--model-loader-extra-config"),
+        ("vllm", "0.33.0", "--compilation-config"),
+        ("vllm", "0.33.0", "--speculative-config"),
+        ("vllm", "0.33.0", "--hf-overrides"),
+        ("vllm", "0.33.0", "--kv-transfer-config"),
+        ("sglang", "0.5.23", "--json-model-override-args"),
+        ("sglang", "0.5.23", "--model-loader-extra-config"),
+    ],
+)
+def test_a_json_valued_flag_takes_a_mapping_written_as_one_compact_json_word(engine, version, flag):
+    catalogue = load_catalogue(engine, version)
+    value = {"image": 2, "video": {"count": 0}}
+    assert catalogue.takes_json(flag)
+    assert catalogue.check({flag: value}) == []
+    assert catalogue.argv({flag: value}) == [flag, '{"image":2,"video":{"count":0}}']
+    assert catalogue.check({flag: ["a", "b"]}) == []
+    assert catalogue.argv({flag: ["a", "b"]}) == [flag, '["a","b"]']
+
+
+def test_a_string_flag_that_is_no_json_still_refuses_a_mapping():
+    catalogue = load_catalogue("vllm", "0.33.0")
+    assert not catalogue.takes_json("--tokenizer-mode")
+    assert catalogue.check({"--tokenizer-mode": {"a": 1}}) == [
+        "--tokenizer-mode: needs a string (got {'a': 1})"
+    ]
+
+
+def test_vllm_reads_dotted_keys_on_short_aliases_and_the_O_spellings():
+    """vllm/utils/argparse_utils.py (FlexibleArgumentParser.parse_args): any dashed word with
+    a dot is a JSON flag and its keys (`-cc.mode 3`), and -O3 / -O=3 / -O 3 become
+    --optimization-level; -O.level is no spelling since -O stopped being -cc."""
+    catalogue = load_catalogue("vllm", "0.33.0")
+    assert catalogue.read("-cc.mode") == Reading("--compilation-config", ("mode",))
+    assert catalogue.read("--compilation-config.mode") == Reading("--compilation-config", ("mode",))
+    assert catalogue.check({"-cc.mode": 3, "--compilation-config.mode": 3}) == []
+    assert catalogue.read("-O3") == Reading("--optimization-level", value=3)
+    assert catalogue.check({"-O3": True, "-O=2": True, "-O": 1}) == []
+    assert catalogue.argv({"-O3": True}) == ["-O3"]
+    assert catalogue.check({"-O3": 3}) == ["-O3: carries its value in its name; write -O3: true"]
+    assert catalogue.check({"-O7": True}) == ["--optimization-level: 7 is not one of 0, 1, 2, 3"]
+    assert catalogue.read("-O.level") is None
+    assert catalogue.read("-tp.x") is None  # -tp is no JSON flag
+    assert from_argv("vllm", "0.33.0", ["-O3", "-cc.mode", "3"]).args == {
+        "-O3": True,
+        "-cc.mode": "3",
+    }
+    # SGLang's parser has neither.
+    assert load_catalogue("sglang", "0.5.23").read("-O3") is None
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "nearest", "why"),
+    [
+        ("vllm", "0.20.0", "0.20.1", "the nearest of the 0.20 line"),
+        ("sglang", "0.5.8", "0.5.8.post1", "the same 0.5.8 release"),
+        ("sglang", "0.5.8-t5", "0.5.8.post1", "the same 0.5.8 release"),
+        ("vllm", "0.24.0-dev", "0.24.0", "the same 0.24.0 release"),
+        ("vllm", "0.34.0", "0.33.0", "0.34.0 is newer than every catalogued release"),
+        ("vllm", "0.10.2", "0.16.0", "0.10.2 is older than every catalogued release"),
+    ],
+)
+def test_a_release_without_catalogue_is_checked_with_the_nearest(engine, version, nearest, why):
+    assert nearest_release(engine, version) == nearest
+    assert nearness(engine, version, nearest) == why
+
+
+def test_nearest_release_needs_a_release_number():
+    assert nearest_release("vllm", "newest") is None
+    assert nearest_release("vllm", "0.33.0") == "0.33.0"
+
+
+def test_what_only_the_image_can_judge_is_left_to_it():
+    """On an image that is not the catalogued release, a flag the catalogue lacks and a value
+    outside its choices are the image's to judge; a wrong type is still refused."""
+    catalogue = load_catalogue("vllm", "0.33.0")
+    args = {
+        "--gdn-decode-kernel": "b12x",
+        "--attention-backend": "B12X_MLA_SPARSE",
+        "--max-num-seqs": "many",
+    }
+    assert catalogue.check(args, image_decides=True) == [
+        "--max-num-seqs: needs an integer (got 'many')"
+    ]
+    undecided = catalogue.undecided(args)
+    assert [problem.split(":")[0] for problem in undecided] == [
+        "--gdn-decode-kernel",
+        "--attention-backend",
+    ]
+    assert len(catalogue.check(args)) == 3  # the catalogued release itself refuses all three

@@ -164,18 +164,18 @@ def test_an_explicit_version_contradicting_the_mapping_is_refused():
         "version"
     ] == ("image vllm/vllm-openai:v0.31.0 is release 0.31.0, not 0.33.0; drop version or change "
           "the image")  # fmt: skip
-    assert "no flag catalogue for vllm 0.1.0" in refusal(name="vllm", version="0.1.0")["version"]
 
 
-def test_a_mapped_release_without_catalogue_is_checked_against_the_newest_with_a_warning():
+def test_a_mapped_release_without_catalogue_is_checked_against_the_nearest_with_a_warning():
     settings = EngineSettings(name="vllm", image="nvcr.io/nvidia/vllm:25.10-py3")
-    newest = available_versions("vllm")[-1]
-    assert settings.version == newest
+    oldest = available_versions("vllm")[0]
+    assert settings.version == oldest
     assert settings.unknown_version_warning() == (
         "image nvcr.io/nvidia/vllm:25.10-py3 maps to vllm 0.10.2, which has no flag "
-        f"catalogue; its flags are checked against the newest catalogued release, vllm "
-        f"{newest}. Set engine.version to the release the image holds (catalogued: "
-        f"{', '.join(available_versions('vllm'))})"
+        "catalogue; its flags are checked against the nearest catalogued release, vllm "
+        f"{oldest} (0.10.2 is older than every catalogued release), and on the Spark against "
+        "the flag list of the image itself. For the release's own catalogue run `make "
+        'catalogues ENGINE=vllm VERSIONS="0.10.2"`'
     )
 
 

@@ -85,8 +85,11 @@ def test_an_image_of_unknown_release_is_checked_against_the_newest_with_a_warnin
     assert named_newest.unknown_version_warning() is None  # the inventory said so
 
 
-def test_version_must_be_catalogued_and_agree_with_the_image():
-    assert "no flag catalogue for vllm 0.1.0" in errors(name="vllm", version="0.1.0")["version"]
+def test_version_must_name_a_release_and_agree_with_the_image():
+    digest = "vllm/vllm-openai@sha256:" + "a" * 64
+    refused = errors(name="vllm", image=digest, version="newest")["version"]
+    assert "no flag catalogue for vllm newest" in refused
+    assert "give the release number the image holds" in refused
     found = errors(name="sglang", version="0.5.12")
     assert found["version"] == (
         "image lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a is release 0.5.10, not 0.5.12; "
@@ -107,7 +110,13 @@ def test_args_are_checked_against_the_pinned_release_all_at_once():
     assert found["args"] == (
         "--port: set by the deploy from engine.port; set that instead; "
         "--mem-fracton: not a flag of SGLang 0.5.10; closest: --mem-fraction-static; "
-        "--cuda-graph-max-bs: needs an integer (got 1.5)"
+        "--cuda-graph-max-bs: needs an integer (got 1.5); image "
+        "lmsysorg/sglang:nightly-dev-cu13-20260323-999bad5a is sglang 0.5.10 "
+        "(sparkdeploy/knowledge/images.yaml), whose parser refuses what "
+        "sparkdeploy/knowledge/catalogues/sglang-0.5.10.json does not list: remove the flag or "
+        "fix its value, or use an image that has it (an image of no catalogued release, such as "
+        "a fork or a build of your own, is judged on the Spark by its own flag list); if that "
+        'catalogue is stale, rebuild it with `make catalogues ENGINE=sglang VERSIONS="0.5.10"`'
     )
 
 
@@ -184,3 +193,92 @@ def test_names_that_only_mention_tokens_are_no_secrets():
     assert "--api-key: carries a secret" in found["args"]
     assert "HF_TOKEN: secrets never go in the inventory" in found["env"]
     assert "apiKey: secrets never go in the inventory" in found["env"]
+
+
+# --- issue 24: refuse what is unsafe; leave to the image what only it can know -------------
+
+IMAGE_ID = "sha256:" + "b" * 64  # a build of the Spark's own: no catalogued release
+B12X_ARGS: dict[str, Any] = {
+    "--gdn-decode-kernel": "b12x",
+    "--attention-backend": "B12X_MLA_SPARSE",
+    "--load-format": "b12x",
+}
+
+
+def test_flags_no_catalogue_has_are_warnings_on_an_image_that_is_no_catalogued_release():
+    settings = EngineSettings(name="vllm", image=IMAGE_ID, launch="command", args=B12X_ARGS)
+    assert settings.image_decides()
+    (warning,) = settings.flag_warnings()
+    assert warning.startswith("engine.args: --gdn-decode-kernel: not a flag of vLLM 0.33.0")
+    assert "--attention-backend: 'B12X_MLA_SPARSE' is not a choice" in warning
+    assert f"Image {IMAGE_ID} is not vllm 0.33.0, so its own parser decides" in warning
+    assert "refuses a flag it does not list" in warning
+    # A wrong type is no build's business: still refused before any connection.
+    found = errors(name="vllm", image=IMAGE_ID, args={"--max-num-seqs": "many"})
+    assert found["args"] == "--max-num-seqs: needs an integer (got 'many')"
+
+
+def test_the_same_flags_on_the_catalogued_release_are_refused_naming_catalogue_and_fix():
+    found = errors(name="vllm", image="vllm/vllm-openai:v0.33.0", args=B12X_ARGS)["args"]
+    assert found.startswith("--gdn-decode-kernel: not a flag of vLLM 0.33.0")
+    assert "sparkdeploy/knowledge/catalogues/vllm-0.33.0.json" in found
+    assert "an image of no catalogued release, such as a fork or a build of your own" in found
+    assert 'make catalogues ENGINE=vllm VERSIONS="0.33.0"' in found
+    assert not EngineSettings(name="vllm").image_decides()
+
+
+def test_the_effective_flags_leave_the_images_flags_to_the_image():
+    settings = EngineSettings(name="vllm", image=IMAGE_ID, launch="command", args=B12X_ARGS)
+    args = effective_args(settings, "/opt/models/m")
+    assert {flag: args[flag] for flag in B12X_ARGS} == B12X_ARGS
+
+
+@pytest.mark.parametrize(
+    ("image", "version", "asked"),
+    [
+        ("vllm/vllm-openai:v0.20.0", "", "0.20.0"),  # the tag names it
+        ("vllm/vllm-openai:v0.20.0", "0.20.0", "0.20.0"),  # said, and agreeing with the tag
+        (IMAGE_ID, "0.20.0", "0.20.0"),  # said for a build of the Spark's own
+    ],
+)
+def test_a_release_without_catalogue_is_checked_against_the_nearest_with_a_warning(
+    image, version, asked
+):
+    settings = EngineSettings(name="vllm", image=image, version=version)
+    assert settings.version == "0.20.1"
+    warning = settings.unknown_version_warning()
+    assert warning is not None
+    assert f"vllm {asked}, which has no flag catalogue" in warning
+    assert "nearest catalogued release, vllm 0.20.1 (the nearest of the 0.20 line)" in warning
+    assert 'make catalogues ENGINE=vllm VERSIONS="0.20.0"' in warning
+    assert settings.image_decides()  # the image is not the 0.20.1 its flags are checked with
+
+
+def test_scitrera_builds_name_their_release_with_a_suffix():
+    settings = EngineSettings(name="sglang", image=IMAGE_ID, version="0.5.8-t5")
+    assert settings.version == "0.5.8.post1"
+    assert "(the same 0.5.8 release)" in (settings.unknown_version_warning() or "")
+
+
+def test_a_flag_is_a_secret_by_what_it_takes_not_by_the_words_in_its_name():
+    settings = EngineSettings(name="vllm", args={"--long-prefill-token-threshold": 2048})
+    assert settings.args == {"--long-prefill-token-threshold": 2048}
+    found = errors(name="vllm", args={"--api-key": "k", "--hf-token": "x"})["args"]
+    assert "--api-key: carries a secret" in found and "--hf-token: carries a secret" in found
+    # A flag no catalogue knows is judged by its name, unless no value reaches the unit.
+    found = errors(name="vllm", image=IMAGE_ID, args={"--dist-token": 3})["args"]
+    assert found.startswith("--dist-token: carries a secret")
+    assert EngineSettings(name="vllm", image=IMAGE_ID, args={"--use-hf-token": True}).args
+    # A value shaped like a token is refused under any name.
+    token = "hf_" + "a" * 34
+    found = errors(name="vllm", args={"--long-prefill-token-threshold": token})["args"]
+    assert "looks like a secret" in found
+
+
+def test_a_json_key_is_a_secret_by_what_it_holds():
+    overrides: dict[str, Any] = {"--hf-overrides": {"pad_token_id": 0, "eos_token_id": [1, 2]}}
+    assert EngineSettings(name="vllm", args=overrides).args == overrides
+    found = errors(name="vllm", args={"--hf-overrides": {"pad_token": "<pad>"}})["args"]
+    assert found.startswith("--hf-overrides: 'pad_token' carries a secret")  # text: refused
+    loader = errors(name="vllm", args={"--model-loader-extra-config": {"hf_token": "x"}})
+    assert "'hf_token' carries a secret" in loader["args"]

@@ -12,6 +12,7 @@ from sparkdeploy.deploys.engine.units import unit_text
 from sparkdeploy.escape import systemd_word
 from sparkdeploy.inventory import build_inventory
 from sparkdeploy.render import render
+from tests.unit.hostile import read_unit
 
 PAIR_QSFP = [
     [
@@ -288,3 +289,17 @@ def test_sudoers_grants_exactly_four_verbs_of_one_unit():
         "spark-engine-sglang.service",
         "spark-engine-sglang",
     }
+
+
+@pytest.mark.parametrize(
+    ("engine", "flag"),
+    [("vllm", "--limit-mm-per-prompt"), ("sglang", "--json-model-override-args")],
+)
+def test_a_mapping_for_a_json_text_flag_reaches_the_engine_as_one_json_word(engine, flag):
+    """Issue 24: flags a release types as strings but reads as JSON take a YAML mapping; the
+    unit carries it as one word systemd hands over unchanged (% and $ and quotes included)."""
+    value = {"index_topk_pattern": "FFS 50% $HOME", "image": 2, "nested": {"a": [1, "b"]}}
+    unit = rendered("s1", {"name": engine, "args": {flag: value}})
+    [(_, argv)] = [value for _, key, value in read_unit(unit) if key == "ExecStart"]
+    words = list(argv)
+    assert json.loads(words[words.index(flag) + 1]) == value

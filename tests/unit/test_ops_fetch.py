@@ -4,7 +4,7 @@ of them against statuses as spark-fetch prints them; the plan against its image.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
 
@@ -15,7 +15,7 @@ from sparkdeploy.config.paths import FETCH_BIN, FETCH_JOBS
 from sparkdeploy.deploys.engine.serve import image_accepts
 from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.fetch.progress import job_line, progress_line
-from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
+from sparkdeploy.engine_plan.image_check import ImageReading, flag_names, image_problems
 from sparkdeploy.facts.host_state import SparkHostState
 from tests.unit.operations import given, host_state, run, spark
 
@@ -342,6 +342,49 @@ def test_a_flag_the_image_does_not_list_is_refused_naming_flag_image_and_release
         "0.5.9) does not accept it"
     ) in text
     assert "Fix: set engine.version: '0.5.9', the release the image holds" in text
+
+
+def test_a_flag_no_catalogue_knows_is_judged_by_the_images_own_list():
+    """Issue 24: a fork's flag passes the check before connecting with a warning; on the
+    Spark the image's --help decides it: listed, the unit is written; not listed, refused
+    before any unit changes, saying that the catalogue left it to the image."""
+    _, plan = sglang_plan()
+    forked = replace(plan, flags=(*plan.flags, "--weight-loader-b12x", "on"))
+    listed = reading_of(forked)
+    assert image_problems(forked, ImageReading.of(listed))[0] == []
+    problems, _ = image_problems(forked, ImageReading.of(reading_of(plan)))
+    assert problems == [
+        f"--weight-loader-b12x: the engine in {plan.image} (sha256:abababababab, sglang "
+        f"{plan.version}) does not accept it (its --help lists no such flag); the "
+        f"{plan.version} catalogue does not know it either, and left it to the image. Fix: "
+        "remove it from engine.args, or choose an image whose release has it"
+    ]
+
+
+def test_without_the_images_flag_list_the_flags_no_catalogue_knows_are_named():
+    _, plan = sglang_plan()
+    forked = replace(plan, flags=(*plan.flags, "--weight-loader-b12x", "on"))
+    reading = reading_of(forked, flags=None, help_error="ImportError: libcuda")
+    problems, warnings = image_problems(forked, ImageReading.of(reading))
+    assert problems == []
+    assert warnings[-1].endswith(
+        "only the catalogue check stands; nothing vouches for --weight-loader-b12x: the "
+        "engine's own parser decides them when it starts"
+    )
+
+
+def test_a_dotted_key_is_checked_as_its_json_flag():
+    assert flag_names(("--compilation-config.mode", "3", "--tp-size=2", "-cc.mode")) == [
+        "--compilation-config",
+        "--tp-size",
+    ]
+
+
+def test_an_image_release_whose_nearest_catalogue_planned_it_does_not_warn():
+    _, plan = sglang_plan()
+    assert plan.version == "0.5.10"
+    reading = reading_of(plan, release="0.5.10.dev0")
+    assert image_problems(plan, ImageReading.of(reading)) == ([], [])
 
 
 def test_an_image_read_in_this_run_is_read_at_execution():
