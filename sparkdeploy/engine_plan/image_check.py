@@ -79,7 +79,14 @@ def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], 
                     f"{flag}: the engine in {where} does not accept it (its --help lists no "
                     f"such flag); the {plan.version} catalogue did. Fix: {fix}"
                 )
-    if any(service.role.startswith("ray-") for service in plan.services) and not reading.ray:
+    ray_units = any(service.role.startswith("ray-") for service in plan.services)
+    if ray_units and not reading.ray and any(item.kind == "mod" for item in plan.shipped):
+        warnings.append(
+            f"{where} has no `ray` program: engine.mods run before `ray start` in every Ray "
+            "container and must install it (e.g. pip install 'ray[default]'), or Ray fails "
+            "with `ray: not found`"
+        )
+    elif ray_units and not reading.ray:
         problems.append(
             f"{where} has no `ray` program, which the Ray units engine.args ask for "
             "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
