@@ -73,7 +73,8 @@ def test_an_image_is_read_as_the_spark_reads_it_and_its_flag_list_is_found(tmp_p
     assert (data["release"], data["ray"], data["source"]["id"]) == ("0.20.1.dev7", False, ID)
     # One definition: the container ran spark-fetch's own reading script, without network.
     words = docker.read_text().split("\0")
-    calls, call = [], []
+    calls: list[list[str]] = []
+    call: list[str] = []
     for word in words:
         if word == "END":
             calls.append(call)

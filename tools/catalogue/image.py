@@ -43,7 +43,7 @@ def fetch_job(docker: str) -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.DOCKER = docker
+    setattr(module, "DOCKER", docker)  # noqa: B010 -- the name fetch_job calls docker by
     return module
 
 
