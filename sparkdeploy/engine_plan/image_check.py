@@ -47,49 +47,79 @@ def flag_names(words: tuple[str, ...]) -> list[str]:
 
 def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], list[str]]:
     """Problems (the unit may not be written) and warnings of ``plan`` against its image."""
-    problems: list[str] = []
-    warnings: list[str] = []
     found = f"{reading.engine} {reading.release}" if reading.release else reading.engine
     where = f"{plan.image} ({reading.id[:19]}, {found})"
-    if not reading.release:
-        warnings.append(
-            f"{where}: no {plan.engine} distribution was found in the image, so its release "
-            f"is unknown; the flags were checked against the {plan.version} catalogue"
-        )
-    elif reading.release != plan.version:
-        warnings.append(
-            f"{where} holds {plan.engine} {reading.release}, but the plan was checked against "
-            f"the {plan.version} catalogue: set engine.version: {reading.release!r} so the "
-            "rules and catalogue match the image"
-        )
+    # engine.launch image: no catalogue checked the flags, so the release does not matter.
+    warnings = [] if plan.launch == "image" else _release_warnings(plan, reading, where)
     if reading.flags is None:
         warnings.append(
             f"{where}: its engine's --help gave no flag list ({reading.help_error or 'no output'}); "
-            "only the catalogue check stands"
+            + (
+                "no check of the flags stands (engine.launch image)"
+                if plan.launch == "image"
+                else "only the catalogue check stands"
+            )
+        )
+    problems = [] if reading.flags is None else _flag_problems(plan, reading, where)
+    ray_problems, ray_warnings = _ray_findings(plan, reading, where)
+    return problems + ray_problems, warnings + ray_warnings
+
+
+def _release_warnings(plan: EnginePlan, reading: ImageReading, where: str) -> list[str]:
+    """When the release in the image is unknown, or not the one the flags were checked by."""
+    if not reading.release:
+        return [
+            f"{where}: no {plan.engine} distribution was found in the image, so its release "
+            f"is unknown; the flags were checked against the {plan.version} catalogue"
+        ]
+    if reading.release != plan.version:
+        return [
+            f"{where} holds {plan.engine} {reading.release}, but the plan was checked against "
+            f"the {plan.version} catalogue: set engine.version: {reading.release!r} so the "
+            "rules and catalogue match the image"
+        ]
+    return []
+
+
+def _flag_problems(plan: EnginePlan, reading: ImageReading, where: str) -> list[str]:
+    """The plan's flags that the image's --help does not list."""
+    assert reading.flags is not None
+    if plan.launch == "image":
+        checked, fix = (
+            "engine.launch image passes engine.args as written",
+            "remove it from engine.args, or choose an image whose launcher has it",
         )
     else:
+        checked = f"the {plan.version} catalogue did"
         fix = (
             f"set engine.version: {reading.release!r}, the release the image holds"
             if reading.release and reading.release != plan.version
             else "remove it from engine.args, or choose an image whose release has it"
         )
-        for flag in sorted(set(flag_names(plan.flags))):
-            if flag not in reading.flags:
-                problems.append(
-                    f"{flag}: the engine in {where} does not accept it (its --help lists no "
-                    f"such flag); the {plan.version} catalogue did. Fix: {fix}"
-                )
+    return [
+        f"{flag}: the engine in {where} does not accept it (its --help lists no such flag); "
+        f"{checked}. Fix: {fix}"
+        for flag in sorted(set(flag_names(plan.flags)))
+        if flag not in reading.flags
+    ]
+
+
+def _ray_findings(
+    plan: EnginePlan, reading: ImageReading, where: str
+) -> tuple[list[str], list[str]]:
+    """An image without `ray` for Ray units: a problem, or a warning when engine.mods (which
+    run before `ray start`) may install it."""
     ray_units = any(service.role.startswith("ray-") for service in plan.services)
-    if ray_units and not reading.ray and any(item.kind == "mod" for item in plan.shipped):
-        warnings.append(
+    if not ray_units or reading.ray:
+        return [], []
+    if any(item.kind == "mod" for item in plan.shipped):
+        return [], [
             f"{where} has no `ray` program: engine.mods run before `ray start` in every Ray "
             "container and must install it (e.g. pip install 'ray[default]'), or Ray fails "
             "with `ray: not found`"
-        )
-    elif ray_units and not reading.ray:
-        problems.append(
-            f"{where} has no `ray` program, which the Ray units engine.args ask for "
-            "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
-            "multi-node mode, which needs no Ray, or choose an image with Ray"
-        )
-    return problems, warnings
+        ]
+    return [
+        f"{where} has no `ray` program, which the Ray units engine.args ask for "
+        "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
+        "multi-node mode, which needs no Ray, or choose an image with Ray"
+    ], []

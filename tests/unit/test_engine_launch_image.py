@@ -16,6 +16,7 @@ import pytest
 from sparkdeploy.config.errors import InventoryError
 from sparkdeploy.deploys.engine.units import docker_run
 from sparkdeploy.engine_plan import image_launch
+from sparkdeploy.engine_plan.image_check import ImageReading, image_problems
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.inventory import Inventory, build_inventory
 from sparkdeploy.knowledge.image_catalogues import catalogue_file_name, find_image_catalogue
@@ -124,3 +125,16 @@ def test_a_flag_list_read_from_the_image_checks_the_flags_before_connecting(tmp_
         args = {key: value for key, value in FORK_ARGS.items() if key != "--mxfp4-layers"}
         checked = inventory(fork(args=args))
     assert not [w for w in checked.warnings if "engine.launch image" in w]
+
+
+def test_on_the_spark_the_images_own_flag_list_judges_the_args_and_not_its_release():
+    plan = inventory(fork()).engine_plans["s1"]
+    listed = sorted({*FORK_ARGS} - {"--mxfp4-layers"})
+    reading = {"id": "sha256:" + "e" * 64, "engine": "vllm", "release": "0.20.1", "flags": listed}
+    problems, warnings = image_problems(plan, ImageReading.of(reading))
+    assert problems == [
+        f"--mxfp4-layers: the engine in {FORK} (sha256:eeeeeeeeeeee, vllm 0.20.1) does not "
+        "accept it (its --help lists no such flag); engine.launch image passes engine.args as "
+        "written. Fix: remove it from engine.args, or choose an image whose launcher has it"
+    ]
+    assert warnings == []  # the release is the image's business: no catalogue was asked
