@@ -92,6 +92,10 @@ def test_safety_checks_still_apply():
     assert "--hf-token" in secret and "secret" in secret
     injected = refused(fork(args={**FORK_ARGS, "--x": "a\nb"}))
     assert "--x" in injected
+    key = refused(fork(args={**FORK_ARGS, "--api-key": "abcdefabcdefabcdef"}))
+    assert "--api-key: carries a secret" in key and "abcdefabcdef" not in key
+    flag = refused(fork(args={**FORK_ARGS, "--chat-template": "--evil"}))
+    assert "a value that is a flag is refused" in flag
     managed = refused(fork(docker_args=["--entrypoint=/bin/sh"]))
     assert "'docker_args'" in managed and "--entrypoint: managed" in managed
 
