@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo bench lint test unit status catalogues
+.PHONY: setup docker twins-up twins-down demo bench lint test unit status catalogues catalogue
 
 setup: $(STAMP)
 
@@ -55,3 +55,9 @@ catalogues: setup
 		echo 'usage: make catalogues ENGINE=sglang|vllm VERSIONS="0.5.23 0.5.22" [WHEEL_DIR=dir] [DISCARD_WHEELS=1]'; \
 		exit 2; }
 	$(PY) -m tools.catalogue $(ENGINE) $(VERSIONS) --wheel-dir $(WHEEL_DIR) $(if $(DISCARD_WHEELS),--discard-wheels)
+
+# The flag list of one image, read with docker as spark-fetch reads it on the Spark
+# (docs/engines.md): make catalogue IMAGE=repo:tag[@sha256:...] [ENGINE=sglang|vllm]
+catalogue: setup
+	@test -n "$(IMAGE)" || { echo 'usage: make catalogue IMAGE=image [ENGINE=sglang|vllm]'; exit 2; }
+	$(PY) -m tools.catalogue --image $(IMAGE) $(if $(ENGINE),--engine $(ENGINE))

@@ -179,14 +179,19 @@ class EngineSettings(BaseModel):
         "preview, nightly or local build), a flag or choice the catalogue lacks is a warning "
         "and the image's own flag list, read on the Spark after the pull, decides it.",
     )
-    launch: Literal["entrypoint", "command"] | None = Field(
+    launch: Literal["entrypoint", "command", "image"] | None = Field(
         None,
         description="How the server starts in the image: `entrypoint` (the image's "
         "ENTRYPOINT runs the engine, as in vllm/vllm-openai: the container gets the flags "
         "only) or `command` (the container command is `vllm serve ...` or `python3 -m "
         "sglang.launch_server ...`, after the image's wrapper entrypoint, as in NGC and "
-        "community images). Default: the image family's in sparkdeploy/knowledge/images.yaml; "
-        "`command`, with a warning, for an image of no known family.",
+        "community images); in both the deploy writes the flags (GB10 profile, model, "
+        "address) and checks them against the release's catalogue. `image`: the image's own "
+        "ENTRYPOINT (a launcher wrapper of its own) gets engine.args and nothing else, with "
+        "`{model}`, `{draft}`, `{port}`, `{bind}` and `{served_model_name}` filled in; the "
+        "image decides the flags (docs/engines.md). Default: the image family's in "
+        "sparkdeploy/knowledge/images.yaml; `command`, with a warning, for an image of no "
+        "known family.",
     )
     args: dict[str, ArgValue | None] = Field(
         default_factory=dict,
@@ -284,7 +289,10 @@ class EngineSettings(BaseModel):
         description="Shell scripts on this laptop (paths as for `files`) that patch the engine "
         'inside the container before the server starts (the field\'s "mods"). They run in '
         "order with `sh` in a fresh container at every start, so each sees the image as "
-        "shipped; one that fails stops the start. Not yet with Ray across Sparks.",
+        "shipped; one that fails stops the start. On Sparks serving one model together they "
+        "run in every container: each rank's server, or with Ray the head's and each "
+        "worker's before `ray start` (so a mod can install Ray, as NVIDIA's NGC pair does). "
+        "Not with launch: image.",
     )
 
     accept: dict[str, str] = Field(
@@ -406,8 +414,8 @@ class EngineSettings(BaseModel):
         ]
         if problems:
             raise ValueError("; ".join(problems))
-        if name is None or not version:
-            return value
+        if name is None or not version or info.data.get("launch") == "image":
+            return value  # launch: image: the image decides (engine_plan/image_launch.py)
         managed = _managed_problems(name, version, value)
         given = {
             flag: item for flag, item in value.items() if item is not None and flag not in managed

@@ -94,35 +94,68 @@ def _unlisted(plan: EnginePlan, reading: ImageReading, where: str) -> list[str]:
             if unvouched
             else ""
         )
+        stands = (
+            "no check of the flags stands (engine.launch image)"
+            if plan.launch == "image"
+            else f"only the catalogue check stands{left}"
+        )
         return [
             f"{where}: its engine's --help gave no flag list ({reading.help_error or 'no output'}); "
-            f"only the catalogue check stands{left}"
+            + stands
         ]
-    fix = (
-        f"set engine.version: {reading.release!r}, the release the image holds"
-        if reading.release and nearest_release(plan.engine, reading.release) != plan.version
-        else "remove it from engine.args, or choose an image whose release has it"
-    )
     return [
         f"{flag}: the engine in {where} does not accept it (its --help lists no such flag); "
-        f"{_catalogued(plan, flag)}. Fix: {fix}"
+        f"{_checked(plan, flag)}. Fix: {_fix(plan, reading)}"
         for flag in names
         if flag not in reading.flags
     ]
+
+
+def _checked(plan: EnginePlan, flag: str) -> str:
+    """What checked ``flag`` before connecting (nothing, with engine.launch image)."""
+    if plan.launch == "image":
+        return "engine.launch image passes engine.args as written"
+    return _catalogued(plan, flag)
+
+
+def _fix(plan: EnginePlan, reading: ImageReading) -> str:
+    """How to satisfy the image's flag list."""
+    if plan.launch == "image":
+        return "remove it from engine.args, or choose an image whose launcher has it"
+    if reading.release and nearest_release(plan.engine, reading.release) != plan.version:
+        return f"set engine.version: {reading.release!r}, the release the image holds"
+    return "remove it from engine.args, or choose an image whose release has it"
 
 
 def image_problems(plan: EnginePlan, reading: ImageReading) -> tuple[list[str], list[str]]:
     """Problems (the unit may not be written) and warnings of ``plan`` against its image."""
     found = f"{reading.engine} {reading.release}" if reading.release else reading.engine
     where = f"{plan.image} ({reading.id[:19]}, {found})"
+    # engine.launch image: no catalogue checked the flags, so the release does not matter.
+    warnings = [] if plan.launch == "image" else _release_warnings(plan, reading, where)
     problems: list[str] = []
-    warnings = _release_warnings(plan, reading, where)
     # With the image's flag list, a flag it does not list is refused; without, said.
     (problems if reading.flags is not None else warnings).extend(_unlisted(plan, reading, where))
-    if any(service.role.startswith("ray-") for service in plan.services) and not reading.ray:
-        problems.append(
-            f"{where} has no `ray` program, which the Ray units engine.args ask for "
-            "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
-            "multi-node mode, which needs no Ray, or choose an image with Ray"
-        )
-    return problems, warnings
+    ray_problems, ray_warnings = _ray_findings(plan, reading, where)
+    return problems + ray_problems, warnings + ray_warnings
+
+
+def _ray_findings(
+    plan: EnginePlan, reading: ImageReading, where: str
+) -> tuple[list[str], list[str]]:
+    """An image without `ray` for Ray units: a problem, or a warning when engine.mods (which
+    run before `ray start`) may install it."""
+    ray_units = any(service.role.startswith("ray-") for service in plan.services)
+    if not ray_units or reading.ray:
+        return [], []
+    if any(item.kind == "mod" for item in plan.shipped):
+        return [], [
+            f"{where} has no `ray` program: engine.mods run before `ray start` in every Ray "
+            "container and must install it (e.g. pip install 'ray[default]'), or Ray fails "
+            "with `ray: not found`"
+        ]
+    return [
+        f"{where} has no `ray` program, which the Ray units engine.args ask for "
+        "(--distributed-executor-backend ray) run: drop that flag to run vLLM's own "
+        "multi-node mode, which needs no Ray, or choose an image with Ray"
+    ], []

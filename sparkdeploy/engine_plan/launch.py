@@ -1,7 +1,8 @@
 """
-How the engine starts on one Spark: the image's launch (entrypoint or command, engine.mods
-before the server), the `docker run` options of every GPU container, and the systemd units
-of an engine (alone, as a rank, or as a Ray head or worker) with their command lines.
+How the engine starts on one Spark: the image's launch (entrypoint, command or the image's
+own launcher; engine.mods before the server or Ray), the `docker run` options of every GPU
+container, and the systemd units of an engine (alone, as a rank, or as a Ray head or
+worker) with their command lines.
 
 Room: engine_plan. May import config and knowledge; knows nothing of hosts, pyinfra or the
 files on the Spark (deploys/engine/units.py renders these units).
@@ -47,19 +48,21 @@ class Launch:
     """
     How the server starts in the image (knowledge/images.yaml, or ``engine.launch``):
     ``entrypoint`` when the image's ENTRYPOINT runs the engine (vllm/vllm-openai: `vllm
-    serve`), so `docker run` gets the flags only; ``command`` when the container command is
-    the server (`vllm serve ...`, `python3 -m sglang.launch_server ...`), after the image's
-    wrapper entrypoint if it has one (NGC: /opt/nvidia/nvidia_entrypoint.sh), which docker
+    serve`), so `docker run` gets the flags only; ``image`` when the image's ENTRYPOINT is a
+    launcher of its own that gets engine.args as they are (engine_plan/image_launch.py), so
+    `docker run` gets those only, too; ``command`` when the container command is the server
+    (`vllm serve ...`, `python3 -m sglang.launch_server ...`), after the image's wrapper
+    entrypoint if it has one (NGC: /opt/nvidia/nvidia_entrypoint.sh), which docker
     run keeps and docker exec, which never applies an entrypoint, is given explicitly.
     """
 
-    mode: str  # entrypoint | command
+    mode: str  # entrypoint | command | image
     server: tuple[str, ...]  # the engine's server command
     wrapper: str = ""  # the image's wrapper ENTRYPOINT ("" when none or unknown)
 
     def run(self, flags: tuple[str, ...]) -> tuple[str, ...]:
         """The container command after the image (`docker run IMAGE ...`)."""
-        return flags if self.mode == "entrypoint" else (*self.server, *flags)
+        return (*self.server, *flags) if self.mode == "command" else flags
 
     def after_mods(self, flags: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
         """``--entrypoint`` and command that run engine.mods, then the server: through the
@@ -81,6 +84,15 @@ class Launch:
         if self.mode == "command" and self.wrapper:
             return "", command
         return command[0], command[1:]
+
+    def other_after_mods(self, command: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        """``--entrypoint`` and command that run engine.mods, then another program of the
+        image (Ray) in the shell's place: through the wrapper when the image has one, as
+        ``other`` runs it, otherwise with the shell as the entrypoint."""
+        script = ("-c", MODS_SCRIPT, "sh", *command)
+        if self.mode == "command" and self.wrapper:
+            return "", ("sh", *script)
+        return "sh", script
 
 
 def launch_of(settings: EngineSettings) -> Launch:
@@ -145,7 +157,10 @@ def services(
     ``ray``: engine.args choose it): on the head a Ray head unit and the server in its
     container, which waits for every Spark's GPU in the cluster; on every other Spark a Ray
     worker unit, which waits for the head's Ray port. ``flags`` are the server's flags;
-    ``launch`` says how they start the server (default: the image's entrypoint runs it).
+    ``launch`` says how they start the server (default: the image's entrypoint runs it);
+    with ``mods`` engine.mods run first in every container the units start (the server's,
+    or the Ray head's and worker's, before `ray start`: the server of a Ray head runs in the
+    head's container, where they ran).
     """
     launch = launch or Launch("entrypoint", server_command(engine))
     pair = multinode_section(engine, ray)
@@ -153,8 +168,8 @@ def services(
         return (_server(name, flags, multinode, launch, mods),)
     gcs = f"{multinode.head}:{multinode.port or pair['port']}"
     if multinode.rank > 0:
-        return (_ray_worker(name, gcs, multinode, launch),)
-    return _ray_head(name, flags, gcs, multinode, launch)
+        return (_ray_worker(name, gcs, multinode, launch, mods),)
+    return _ray_head(name, flags, gcs, multinode, launch, mods)
 
 
 def _server(
@@ -173,10 +188,19 @@ def _ray_node(multinode: MultiNode) -> tuple[str, ...]:
     return ("--node-ip-address", multinode.address, "--disable-usage-stats", "--block")
 
 
-def _ray_worker(name: str, gcs: str, multinode: MultiNode, launch: Launch) -> EngineService:
+def _ray_start(launch: Launch, command: tuple[str, ...], mods: bool) -> tuple[str, tuple[str, ...]]:
+    """``--entrypoint`` and command of a Ray container: engine.mods first when there are."""
+    return launch.other_after_mods(command) if mods else launch.other(command)
+
+
+def _ray_worker(
+    name: str, gcs: str, multinode: MultiNode, launch: Launch, mods: bool
+) -> EngineService:
     """The Ray worker of a Spark after the head: it waits for the head's Ray port."""
     worker = f"{name}-ray-worker"
-    entrypoint, command = launch.other(("ray", "start", "--address", gcs, *_ray_node(multinode)))
+    entrypoint, command = _ray_start(
+        launch, ("ray", "start", "--address", gcs, *_ray_node(multinode)), mods
+    )
     return EngineService(
         f"{worker}.service",
         worker,
@@ -188,13 +212,20 @@ def _ray_worker(name: str, gcs: str, multinode: MultiNode, launch: Launch) -> En
 
 
 def _ray_head(
-    name: str, flags: tuple[str, ...], gcs: str, multinode: MultiNode, launch: Launch
+    name: str,
+    flags: tuple[str, ...],
+    gcs: str,
+    multinode: MultiNode,
+    launch: Launch,
+    mods: bool,
 ) -> tuple[EngineService, ...]:
     """The Ray head, and the server in its container once every Spark's GPU is in."""
     head = f"{name}-ray-head"
     port = gcs.rsplit(":", 1)[1]
-    entrypoint, command = launch.other(
-        ("ray", "start", "--head", "--port", port, *RAY_HEAD_CLOSED, *_ray_node(multinode))
+    entrypoint, command = _ray_start(
+        launch,
+        ("ray", "start", "--head", "--port", port, *RAY_HEAD_CLOSED, *_ray_node(multinode)),
+        mods,
     )
     return (
         EngineService(

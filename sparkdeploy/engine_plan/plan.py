@@ -23,6 +23,7 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
 from sparkdeploy.engine_plan.effective import MAX_NODES, MultiNode, catalogue_of, multinode_of
+from sparkdeploy.engine_plan.image_launch import plain_argv, plan_image_args
 from sparkdeploy.engine_plan.launch import (
     MODS_SCRIPT,
     RAY_HEAD_CLOSED,
@@ -172,16 +173,18 @@ def plan_engine(
         settings, catalogue_of(settings), model_folder, draft_folder, multinode, model,
         shipped, api_key,
     )  # fmt: skip
-    args = plan_args(given)
+    image = settings.launch == "image"  # the image's launcher gets engine.args alone
+    args = plan_image_args(given) if image else plan_args(given)
     _stop_at(args)
     env = plan_env(given)
     mounts = plan_mounts(given)
-    ranks = plan_multinode(given, mounts.part.mods)
+    ranks = plan_multinode(given)
     launch = plan_launch(given)
     docker = plan_docker(given)
     checked = (
+        args,
         rules := plan_rules(given, args.part, env),
-        plan_release(given, env),
+        Planned(None) if image else plan_release(given, env),
         mounts,
         ranks,
         launch,
@@ -189,7 +192,7 @@ def plan_engine(
         plan_exposure(given),
     )
     _stop_at(*checked)
-    flags = tuple(given.catalogue.argv(args.part))
+    flags = plain_argv(args.part) if image else tuple(given.catalogue.argv(args.part))
     key = plan_api_key(given, flags)
     _stop_at(key, *checked)
     plan = _compose(given, env, rules.part, mounts.part, ranks.part, launch.part, docker.part,

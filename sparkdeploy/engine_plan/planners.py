@@ -32,7 +32,6 @@ from sparkdeploy.knowledge.docker_options import docker_words, parse_docker_args
 from sparkdeploy.knowledge.fabric import rdma_options
 from sparkdeploy.knowledge.flags import Catalogue
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
-from sparkdeploy.knowledge.profiles import multinode_section
 
 T = TypeVar("T", covariant=True)  # a Planned[Mounts] is a Planned[object]
 
@@ -141,9 +140,9 @@ class Ranks:
     rollback: bool  # engine.rollback, on one Spark only: ranks would go back together
 
 
-def plan_multinode(given: PlanInput, mods: bool) -> Planned[Ranks]:
-    """Ranks, RDMA options and control ports across Sparks; mods are refused with Ray
-    across Sparks (``mods``: engine.mods are shipped)."""
+def plan_multinode(given: PlanInput) -> Planned[Ranks]:
+    """Ranks, RDMA options and control ports across Sparks (engine.mods run in every
+    container of the Sparks, launch.py ``services``)."""
     settings, multinode = given.settings, given.multinode
     rdma_args: tuple[str, ...] = ()
     problems: list[str] = []
@@ -152,16 +151,6 @@ def plan_multinode(given: PlanInput, mods: bool) -> Planned[Ranks]:
         rdma_args, found, said = rdma_options(parse_docker_args(settings.docker_args)[0])
         problems += [f"engine.docker_args: {problem}" for problem in found]
         warnings += [f"engine.docker_args: {warning}" for warning in said]
-    if (
-        mods
-        and multinode is not None
-        and multinode_section(settings.name, given.ray)["launcher"] == "ray"
-    ):
-        problems.append(
-            "engine.mods: not yet with Ray across Sparks (the mods would have to run in every "
-            "Ray container before Ray starts); drop --distributed-executor-backend ray to run "
-            "vLLM's own multi-node mode, which runs them, or bake them into the image"
-        )
     ranks = Ranks(
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,
@@ -174,7 +163,8 @@ def plan_multinode(given: PlanInput, mods: bool) -> Planned[Ranks]:
 
 def plan_launch(given: PlanInput) -> Planned[Launch]:
     """How the server starts in the image, and a warning when that is a guess."""
-    warning = given.settings.launch_warning()
+    # engine.launch image says itself that the image starts the engine (image_launch.py).
+    warning = None if given.settings.launch == "image" else given.settings.launch_warning()
     return Planned(launch_of(given.settings), warnings=(warning,) if warning else ())
 
 

@@ -152,7 +152,7 @@ def test_diagnose_never_answers_a_secret_the_engine_logged():
 def test_explain_rule_gives_scope_reason_fix_and_sources():
     rule = tools().explain_rule("sglang-flashinfer-attention")
     assert rule["kind"] == "GB10 rule" and rule["engine"] == "sglang"
-    assert rule["where_seen"] == "releases >=0.5.10,<0.5.11"
+    assert rule["where_seen"] == "releases >=0.5.10.dev0,<0.5.11"
     assert rule["outside_that"]["severity"] == "warning"
     assert {"field report 000", "field report 001"} <= {s["where"] for s in rule["sources"]}
     assert "flashinfer-invalid-device-function" in rule["failure_signatures"]

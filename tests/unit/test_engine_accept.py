@@ -62,13 +62,16 @@ def test_without_accepted_rules_the_unit_has_no_such_comment():
 def test_accepting_one_rule_leaves_the_others_refusing():
     engine = {
         "name": "vllm",
-        "image": "nvcr.io/nvidia/vllm:26.10-py3",  # above 0.90 is refused in NVIDIA's image
-        "args": {"--attention-backend": "TRITON_MLA", "--gpu-memory-utilization": 0.95},
+        "image": "vllm/vllm-openai:v0.25.1",  # DFlash at the default --max-num-seqs: 0.25
+        "args": {
+            "--attention-backend": "TRITON_MLA",
+            "--speculative-config": {"method": "dflash", "num_speculative_tokens": 4},
+        },
         "accept": {"vllm-mla-backend-non-mla-model": REASON},
     }
     with pytest.raises(InventoryError) as caught:
         inventory(engine)
-    assert "[vllm-gpu-memory-utilization]" in str(caught.value)
+    assert "[vllm-dflash-max-num-seqs]" in str(caught.value)
     assert "error [vllm-mla-backend-non-mla-model]" not in str(caught.value)
 
 

@@ -164,16 +164,56 @@ def test_a_file_over_the_model_folder_or_twice_on_one_path_is_refused(laptop):
     assert "/x/a is mounted twice" in str(caught.value)
 
 
-def test_mods_are_not_yet_run_with_ray_but_on_a_native_vllm_or_sglang_pair(laptop):
+RAY_HEAD = [
+    "ray", "start", "--head", "--port", "6379", "--include-dashboard", "false",
+    "--dashboard-host", "127.0.0.1", "--ray-client-server-port", "0",
+    "--node-ip-address", "192.168.100.1", "--disable-usage-stats", "--block",
+]  # fmt: skip
+RAY_WORKER = [
+    "ray", "start", "--address", "192.168.100.1:6379",
+    "--node-ip-address", "192.168.100.2", "--disable-usage-stats", "--block",
+]  # fmt: skip
+
+
+def after_image(plan: EnginePlan, unit: str) -> list[str]:
+    """The words after the image of the `docker run` of ``unit`` (its entrypoint first)."""
+    service = next(s for s in plan.services if s.unit == unit)
+    words = docker_run(plan, service, [])
+    entrypoint = words[words.index("--entrypoint") + 1] if "--entrypoint" in words else ""
+    return [entrypoint, *words[words.index(plan.image) + 1 :]]
+
+
+@pytest.mark.parametrize(
+    ("image", "entrypoint", "shell"),
+    [
+        # No wrapper known: the shell replaces the entrypoint, as `ray` would.
+        ("scitrera/dgx-spark-vllm:0.16.0-t5", "sh", []),
+        # NGC: NVIDIA's wrapper entrypoint stays and runs the shell (NVIDIA's Ray install).
+        ("nvcr.io/nvidia/vllm:26.05-py3", "", ["sh"]),
+    ],
+)
+def test_mods_run_in_the_ray_head_and_worker_before_ray_starts(laptop, image, entrypoint, shell):
     ray = {
         "name": "vllm",
-        "image": "scitrera/dgx-spark-vllm:0.16.0-t5",
+        "image": image,
         "args": {"--distributed-executor-backend": "ray"},
+        "accept": {"vllm-ray-missing-in-image": "engine.mods install Ray"},
         **MODS,
     }
-    with pytest.raises(InventoryError) as caught:
-        inventory(laptop, ray, pair=True)
-    assert "engine.mods: not yet with Ray across Sparks" in str(caught.value)
+    plans = inventory(laptop, ray, pair=True).engine_plans
+    mods = [*shell, "-c", MODS_SCRIPT, "sh"]
+    head, worker = "spark-engine-vllm-ray-head.service", "spark-engine-vllm-ray-worker.service"
+    assert after_image(plans["s1"], head) == [entrypoint, *mods, *RAY_HEAD]
+    assert after_image(plans["s2"], worker) == [entrypoint, *mods, *RAY_WORKER]
+    for plan in plans.values():  # every container reads the mods
+        assert any(container == MODS_MOUNT for _, container in plan.extra_mounts)
+    # The server runs in the head's container, where the mods ran: no second run.
+    server = plans["s1"].main
+    assert server.part_of == head and MODS_SCRIPT not in server.command
+
+
+def test_mods_run_before_the_server_on_a_native_vllm_or_sglang_pair(laptop):
+    ray = {"name": "vllm", "image": "scitrera/dgx-spark-vllm:0.16.0-t5", **MODS}
     native = {key: value for key, value in ray.items() if key != "args"}
     vllm = inventory(laptop, native, pair=True).engine_plans["s2"]
     words = docker_run(vllm, vllm.main, [])

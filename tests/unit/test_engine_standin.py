@@ -575,6 +575,17 @@ def test_help_and_version_are_the_releases(docker):
 WRAPPER = "/opt/nvidia/nvidia_entrypoint.sh"
 
 
+def test_a_forks_image_takes_and_lists_its_own_flags_besides_its_releases(docker):
+    fork = "spark-twin/vllm-fork:mxfp4"  # its ENV adds --mxfp4-backend (images.json)
+    helped = docker("run", "--rm", fork, "--help=all")
+    assert helped.returncode == 0 and "--mxfp4-backend" in helped.stdout
+    assert "--max-model-len MAX_MODEL_LEN" in helped.stdout
+    plain = docker("run", "--rm", VLLM_IMAGE, "--help=all")
+    assert "--mxfp4-backend" not in plain.stdout
+    wrong = docker("run", "--rm", fork, "--mxfp4-backend", "FOO")
+    assert wrong.returncode == 2 and "invalid choice: 'FOO'" in wrong.stdout + wrong.stderr
+
+
 def test_a_wrapper_entrypoint_runs_its_arguments_as_a_command(docker):
     # only flags: the wrapper's `exec "$@"` reads the first as an option of bash's exec
     done = docker("run", "--rm", *docker.mount(), NGC_IMAGE, "--model", "/model")

@@ -160,6 +160,7 @@ ENGINE_PLAN_ROOMS = (
     "launch",
     "planners",
     "mounts",
+    "image_launch",
     "plan",
     "files",
     "image_check",
@@ -187,7 +188,7 @@ def test_engine_plan_rooms_import_only_the_rooms_before_them():
 
 def test_engine_plan_rooms_say_what_they_may_import():
     """Each new room of engine_plan names its room and what it may import in its docstring."""
-    for room in ("launch", "planners", "mounts", "plan"):
+    for room in ("launch", "planners", "mounts", "image_launch", "plan"):
         text = ast.get_docstring(ast.parse((PACKAGE / "engine_plan" / f"{room}.py").read_text()))
         assert text is not None and "Room: engine_plan. May import config and knowledge" in text
 

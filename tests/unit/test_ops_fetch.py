@@ -431,6 +431,26 @@ def test_a_ray_pair_refuses_an_image_without_ray_and_a_native_pair_does_not():
     )
 
 
+def test_a_ray_pair_whose_mods_install_ray_is_warned_not_refused():
+    from dataclasses import replace
+
+    from sparkdeploy.config.shipped import Shipped
+    from tests.unit.operations import pair
+
+    ray = {"name": "vllm", "args": {"--distributed-executor-backend": "ray"}}
+    plan = pair(**REPOS, engine=ray)["spark-2"].data.engine_plan
+    assert [service.role for service in plan.services] == ["ray-worker"]
+    mod = Shipped(kind="mod", name="01-install-ray.sh", content="pip install 'ray[default]'\n")
+    reading = ImageReading.of(reading_of(plan, engine="vllm", ray=False))
+    problems, warnings = image_problems(replace(plan, shipped=(mod,)), reading)
+    assert problems == []
+    assert any(
+        "has no `ray` program: engine.mods run before `ray start` in every Ray container and "
+        "must install it" in warning
+        for warning in warnings
+    )
+
+
 # --- a pair: fetched once, copied over the link ---------------------------------------------
 
 

@@ -108,6 +108,20 @@ def after_image(plan: EnginePlan) -> list[str]:
     return list(words[words.index(plan.image) + 1 :])
 
 
+def container_words(inventory: Inventory) -> dict[str, list[str]]:
+    """Each role's container other than the server's (ray-head, ray-worker): its
+    ``--entrypoint`` if it replaces the image's, then the words after the image."""
+    found: dict[str, list[str]] = {}
+    for plan in inventory.engine_plans.values():
+        for service in plan.services:
+            if service.part_of or service.role == "server":
+                continue
+            words = docker_run(plan, service, [])
+            entrypoint = ["--entrypoint", service.entrypoint] if service.entrypoint else []
+            found.setdefault(service.role, entrypoint + words[words.index(plan.image) + 1 :])
+    return found
+
+
 @pytest.mark.parametrize("path", RECIPES, ids=lambda path: path.stem)
 def test_recipe_files_name_their_source_and_expectation(path):
     recipe = load(path)
@@ -136,8 +150,11 @@ def test_a_working_recipe_is_said_and_runs_its_command_line(path):
     catalogue = load_catalogue(engine["name"], settings.version)
     plan = inventory.engine_plans["spark-1"]
     words = after_image(plan)
-    # Every flag the recipe writes reaches the engine, as the release reads it.
-    for flag, value in (engine.get("args") or {}).items():
+    # Every flag the recipe writes reaches the engine, as the release reads it (with
+    # launch: image, as written: the image's launcher reads them).
+    for flag, value in (
+        (engine.get("args") or {}).items() if engine.get("launch") != "image" else ()
+    ):
         reading = catalogue.read(flag)
         if reading is None:  # not in the catalogue: an image that is not its release decides
             assert settings.image_decides() and flag in words, flag
@@ -153,7 +170,7 @@ def test_a_working_recipe_is_said_and_runs_its_command_line(path):
     # Launched as the recipe launches it: the server command, or flags for the entrypoint.
     starts_with_flag = words[0].startswith("-")
     if not plan.main.part_of:
-        assert starts_with_flag == (engine.get("launch") == "entrypoint"), words[:4]
+        assert starts_with_flag == (engine.get("launch") in ("entrypoint", "image")), words[:4]
     container = docker_run(plan, next(s for s in plan.services if not s.part_of), [])
     for mount in engine.get("mounts") or []:
         assert f"{mount['host']}:{mount['container']}:ro" in container, mount
@@ -162,6 +179,10 @@ def test_a_working_recipe_is_said_and_runs_its_command_line(path):
     assert not set(expect.get("docker_absent", [])) & set(container), container
     # The exact command line, reviewed once and kept (on several Sparks: the head's).
     assert words == expect["command"], path.name
+    # The containers beside the server's (the Ray head's and a worker's), when kept.
+    containers = container_words(inventory)
+    for role, kept in expect.get("containers", {}).items():
+        assert containers.get(role) == kept, (path.name, role)
     # On several Sparks every one runs the engine with its rank; only the head serves.
     plans = list(inventory.engine_plans.values())
     assert [(p.nodes, p.rank, p.serves_api) for p in plans] == [

@@ -3,6 +3,7 @@ Build flag catalogues from engines' published wheels.
 
     python -m tools.catalogue sglang 0.5.23 0.5.22 0.5.10.post1
     python -m tools.catalogue vllm 0.33.0 [--wheel-dir DIR] [--out DIR] [--discard-wheels]
+    python -m tools.catalogue --image IMAGE [--engine vllm]   # an image's flags (image.py)
 
 Each wheel is fetched once from PyPI with ``pip download --no-deps`` into ``--wheel-dir``
 (default ``.cache/engine-wheels``, ignored by git; a vLLM wheel is 400-500 MB, and
@@ -159,6 +160,11 @@ def refresh(
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(word == "--image" or word.startswith("--image=") for word in argv):
+        from tools.catalogue.image import main as image_main  # an image's flag list
+
+        return image_main(argv)
     parser = argparse.ArgumentParser(
         prog="python -m tools.catalogue", description=__doc__.split("\n\n")[0]
     )

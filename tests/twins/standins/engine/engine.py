@@ -41,7 +41,8 @@ Like the real engine it:
 When /etc/spark-twin/engine-fail (or $SPARK_TWIN_ENGINE_FAIL) exists, its lines are printed
 while the model loads and the engine exits 1: a way to replay a real crash. An image whose
 ENV sets SPARK_TWIN_ENGINE_CRASH (a regressed build, ../images.json) crashes the same way with
-that text.
+that text. An image whose ENV sets SPARK_TWIN_IMAGE_FORK_FLAGS (a fork's build: a JSON object
+of flag -> catalogue entry) takes those flags besides its release's, and lists them for --help.
 """
 
 from __future__ import annotations
@@ -249,7 +250,9 @@ class Release:
         except (OSError, ValueError) as exc:
             raise StandinError(f"no flag catalogue of {kind} {version}: {exc}") from None
         parser = {**PARSER_FALLBACK[kind], **(document.get("parser") or {})}
-        return cls(kind, version, document["flags"], parser)
+        # A fork's image adds flags of its own to the release's (its ENV, ../images.json).
+        fork = json.loads(os.environ.get("SPARK_TWIN_IMAGE_FORK_FLAGS") or "{}")
+        return cls(kind, version, {**document["flags"], **fork}, parser)
 
 
 class StandinError(Exception):
