@@ -120,22 +120,26 @@ class Catalogue:
         if self.parser.underscores and dashes == "--":
             head = head.replace("_", "-")
         flag = dashes + head
-        if dashes == "-" and not (dot and flag in self.flags):
+        if dot:
+            return self._dotted(flag, rest) if flag in self.flags else None
+        if dashes == "-":
             return None
         spec = self.flags.get(flag)
-        if spec is not None and dot:
-            canonical = spec.alias_of or flag
-            if not self.parser.dotted_json or not self.takes_json(canonical):
-                return None
-            if not all(rest.split(".")):
-                return None
-            return Reading(spec.alias_of or flag, tuple(rest.split(".")))
         if spec is not None:
             return Reading(spec.alias_of or flag)
-        matches = self.prefix_matches(flag) if not dot else []
-        if len(matches) == 1:
-            return Reading(matches[0], abbreviates=True)
-        return None
+        matches = self.prefix_matches(flag)
+        return Reading(matches[0], abbreviates=True) if len(matches) == 1 else None
+
+    def _dotted(self, flag: str, keys: str) -> Reading | None:
+        """``flag.key.subkey``: a key of the JSON value of ``flag`` (a catalogued flag or
+        alias), when this release's parser splits dotted words so (``dotted_json``)."""
+        spec = self.flags[flag]
+        canonical = spec.alias_of or flag
+        if not self.parser.dotted_json or not self.takes_json(canonical):
+            return None
+        if not all(keys.split(".")):
+            return None
+        return Reading(canonical, tuple(keys.split(".")))
 
     def _optimization_level(self, name: str) -> Reading | None:
         """vLLM's ``-O`` spellings of --optimization-level: its FlexibleArgumentParser rewrites

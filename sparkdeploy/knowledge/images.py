@@ -119,35 +119,52 @@ def how_to_pin() -> str:
     return str(images()["rolling_tags"]["how_to_pin"]).strip()
 
 
-def describe_image(engine: str, image: str) -> ImageInfo:
-    """Family, pinning, release and launch of ``image`` as images.yaml knows them."""
-    table = images()[engine]
-    family = family_of(engine, image)
-    entry = families(engine).get(family or "", {})
-    tag = image_tag(image)
-    release = re.match(entry["release_tag"], tag or "") if entry.get("release_tag") else None
-    dev = re.match(entry["dev_tag"], tag or "") if entry.get("dev_tag") else None
-    fixed = bool(dev) or any(re.match(p, tag or "") for p in entry.get("fixed_tags") or [])
+@dataclass(frozen=True)
+class _TagMatch:
+    """What an image's tag says within its family's entry of images.yaml."""
+
+    release: re.Match[str] | None  # a release tag (its group is the release)
+    dev: re.Match[str] | None  # a development build's tag (its group is the base release)
+    fixed: bool  # a tag that names one build (a dev tag, or one of fixed_tags)
+    rolling: bool  # a tag that moves (latest, nightly, a family's unmatched tag)
+
+
+def _match_tag(family: str | None, entry: dict[str, Any], tag: str | None) -> _TagMatch:
+    """How ``tag`` reads in ``entry`` (the family's images.yaml entry, {} for none)."""
+    text = tag or ""
+    release = re.match(entry["release_tag"], text) if entry.get("release_tag") else None
+    dev = re.match(entry["dev_tag"], text) if entry.get("dev_tag") else None
+    fixed = bool(dev) or any(re.match(p, text) for p in entry.get("fixed_tags") or [])
     if family is not None:
         rolling = tag is not None and not release and not fixed
     else:
         rolling = tag is None or any(re.search(p, tag) for p in _rolling_patterns())
-    exact = (table.get("images") or {}).get(image)
-    pinned = _pinning(image, known=exact is not None, release=bool(release), fixed=fixed)
-    if not pinned and family is None and not rolling:
+    return _TagMatch(release=release, dev=dev, fixed=fixed, rolling=rolling)
+
+
+def describe_image(engine: str, image: str) -> ImageInfo:
+    """Family, pinning, release and launch of ``image`` as images.yaml knows them."""
+    family = family_of(engine, image)
+    entry = families(engine).get(family or "", {})
+    tag = image_tag(image)
+    found = _match_tag(family, entry, tag)
+    exact = (images()[engine].get("images") or {}).get(image)
+    pinned = _pinning(
+        image, known=exact is not None, release=bool(found.release), fixed=found.fixed
+    )
+    if not pinned and family is None and not found.rolling:
         pinned = "tag"
-    build = _version(exact, release, entry.get("releases"))
-    version = _catalogue_release(build)
+    build = _version(exact, found.release, entry.get("releases"))
     return ImageInfo(
         engine=engine,
         image=image,
         family=family,
         pinned=pinned,
-        version=version,
+        version=_catalogue_release(build),
         launch=entry.get("launch"),
         wrapper=entry.get("wrapper", ""),
-        rolling_tag=rolling and tag is not None,
-        release=build or (_after(dev.group(1)) if dev else None),
+        rolling_tag=found.rolling and tag is not None,
+        release=build or (_after(found.dev.group(1)) if found.dev else None),
         preview=any(re.match(p, tag or "") for p in _previews(entry)),
     )
 
