@@ -30,7 +30,10 @@ BIG = "spark-twin/big-model"
 BIG_FOLDER = "/opt/models/big-model"
 MISTRAL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
 EAGLE = "/opt/models/Mistral-Small-4-119B-2603-eagle"
-SLOW = "echo 2000000 > /etc/spark-twin/hub-rate && echo 2000000 > /etc/spark-twin/registry-rate"
+# 1 MB/s a request: the 25 MB model and the image's layers take long enough (about 12 s after
+# the first bytes) that the next run still finds the jobs at work on a loaded machine (at
+# 2 MB/s they had once finished before a deploy started under four workers could attach).
+SLOW = "echo 1000000 > /etc/spark-twin/hub-rate && echo 1000000 > /etc/spark-twin/registry-rate"
 
 
 def checksums(twin: harness.Twin, *folders: str) -> str:
