@@ -171,7 +171,9 @@ class TestMcpServer:
         assert diagnosis["units"][0]["findings"] == []
         assert "no known GB10 failure signature" in diagnosis["report"]
         rule = rule["answer"]
-        assert rule["kind"] == "GB10 rule" and rule["where_seen"] == "releases >=0.5.10.dev0,<0.5.11"
+        assert (
+            rule["kind"] == "GB10 rule" and rule["where_seen"] == "releases >=0.5.10.dev0,<0.5.11"
+        )
         verdict = refused["answer"]
         assert verdict["verdict"] == "refused" and verdict["release"] == "0.5.10"
         assert "[sglang-flashinfer-attention]" in verdict["problems"][0]
