@@ -22,6 +22,7 @@ from pydantic import (
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.gpu_services import GpuService
+from sparkdeploy.config.jsondata import PyinfraJson
 from sparkdeploy.config.trust import HfTokenVariable, ModelDir, same_folder_problem
 from sparkdeploy.config.values import (
     AbsolutePath,
@@ -121,7 +122,7 @@ class QsfpInterface(BaseModel):
         return ipaddress.IPv4Interface(self.address).network
 
 
-class SparkSettings(BaseModel):
+class SparkSettings(PyinfraJson, BaseModel):
     """The validated settings of one Spark. Field descriptions are the user documentation."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)

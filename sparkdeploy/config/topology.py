@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkdeploy.config.jsondata import PyinfraJson
 from sparkdeploy.config.spark import SparkSettings
 
 # Sparks an inventory may hold: a pair cabled directly, or up to eight through a switch. Eight
@@ -47,7 +48,7 @@ class Rail:
 
 
 @dataclass(frozen=True)
-class Place:
+class Place(PyinfraJson):
     """One Spark's place among the Sparks of the inventory."""
 
     name: str

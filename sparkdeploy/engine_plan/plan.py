@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sparkdeploy.config.engine import EngineSettings
+from sparkdeploy.config.jsondata import PyinfraJson
 from sparkdeploy.config.paths import API_KEY_FILE
 from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
@@ -69,7 +70,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class EnginePlan:
+class EnginePlan(PyinfraJson):
     engine: str
     image: str
     name: str  # spark-engine-ENGINE: the container environment file, the main unit

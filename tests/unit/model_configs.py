@@ -13,6 +13,11 @@ reads (and a few neighbours). Where each comes from:
   with the code search), since the Hub itself was not reachable from here.
 - NVFP4_MODELOPT: the quantization_config NVIDIA ModelOpt writes into its NVFP4 exports
   (quant_method modelopt, quant_algo NVFP4).
+- MINIMAX_M2_FP8: huggingface.co/MiniMaxAI/MiniMax-M2.5/blob/main/config.json, trimmed to the
+  architecture and its block-scaled FP8 quantization_config: 62 layers, 256 experts (8 per
+  token), float8_e4m3fn weights with 128x128 block scales, as third-party ports of M2.5
+  (Tenstorrent's config helpers, MiniMax-M2 FP8 checkpoint analyses, found with the code
+  search) describe it, since the Hub itself was not reachable from here.
 """
 
 QWEN3_DENSE = {
@@ -109,4 +114,18 @@ NVFP4_MODELOPT = {
     "model_type": "qwen3_moe",
     "num_experts": 128,
     "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+}
+
+MINIMAX_M2_FP8 = {
+    "architectures": ["MiniMaxM2ForCausalLM"],
+    "model_type": "minimax_m2",
+    "num_hidden_layers": 62,
+    "num_local_experts": 256,
+    "num_experts_per_tok": 8,
+    "quantization_config": {
+        "activation_scheme": "dynamic",
+        "fmt": "float8_e4m3fn",
+        "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+    },
 }

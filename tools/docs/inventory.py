@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pydantic.fields import FieldInfo
 from sparkdeploy.config.engine import EngineFile, EngineSettings, Mount
 from sparkdeploy.config.gpu_services import GpuService
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
+from tools.generated import write_or_check
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "docs" / "inventory.md"
@@ -70,6 +70,12 @@ reads it, validates it and plans each Spark's engine before pyinfra connects to 
 An invalid file is refused with every problem listed at once, each naming the file, the
 host and the key, and no host is contacted.
 
+Ready inventories for one Spark, a pair on one cable, four Sparks on a switch and GPU
+services taking turns are in [examples/](../examples/README.md). Editors with the YAML
+language server complete and check keys from the file's first line,
+`# yaml-language-server: $schema=../docs/inventory.schema.json`: the inventory's JSON Schema,
+generated from the same models (`python -m tools.schema`).
+
 The file has two sections:
 
 - `sparks:` one to eight Sparks, name -> keys. Names are lower-case letters, digits and `-`.
@@ -80,6 +86,9 @@ A Spark's own key beats `defaults:`, which beats the built-in default. Types are
 `ssh_port: "22"` and `allow_reboot: maybe` are errors, not guesses. An unknown key is
 refused, with the closest valid key when there is one. Secrets never go in the inventory:
 the Hugging Face token comes from the laptop's environment (see `hf_token_env`).
+pyinfra's `--data key=value` (and `--ssh-user`, `--ssh-port`, `--ssh-key`) cannot override a
+key listed here: the deploy reads only the validated settings, so such an override is refused
+before any host is contacted, naming the key to set in the file instead.
 
 The QSFP address plan is checked with the rest of the file. Two Sparks are a pair cabled
 rail N to rail N, so both ends of a rail are in one subnet; three to eight Sparks are on a
@@ -298,23 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="write nothing; exit 1 when the committed file differs"
     )
     args = parser.parse_args(argv)
-    text = inventory_reference()
-    name = TARGET.relative_to(ROOT)
-    if args.check:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.is_file() else None
-        if current != text:
-            print(
-                f"{name} differs from what the settings models generate; run "
-                "python -m tools.docs and commit the result",
-                file=sys.stderr,
-            )
-            return 1
-        print(f"{name} is up to date")
-        return 0
-    TARGET.parent.mkdir(exist_ok=True)
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {name}")
-    return 0
+    return write_or_check(TARGET, inventory_reference(), ROOT, "python -m tools.docs", args.check)
 
 
 if __name__ == "__main__":
