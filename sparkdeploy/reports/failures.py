@@ -82,6 +82,15 @@ def format_failure(failure: Failure) -> str:
     return "\n".join(lines)
 
 
+def format_failures(failures: Sequence[Failure]) -> str:
+    """Every failure's block, then one line naming the Sparks that failed ("" for none)."""
+    if not failures:
+        return ""
+    names = list(dict.fromkeys(failure.host for failure in failures))
+    blocks = [format_failure(failure) for failure in failures]
+    return "\n".join([*blocks, f"--> {len(names)} Spark(s) FAILED: {', '.join(names)}"])
+
+
 def record(state: State, failure: Failure) -> None:
     """Keep a failure of this run, to be printed when it ends."""
     failures = run_store(state).results.setdefault(("", FAILURES), [])

@@ -14,7 +14,7 @@ from pyinfra.api import Host, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 
 from sparkdeploy.facts.store import run_store
-from sparkdeploy.reports.failures import format_failure, take_failures
+from sparkdeploy.reports.failures import format_failures, take_failures
 
 
 def add(host_name: str, message: str, level: int = logging.WARNING) -> None:
@@ -51,8 +51,9 @@ class NoticePrinter(BaseStateCallback):
             if text:  # a report may print itself (the status as JSON, on stdout)
                 logger.info(text)
         # the run ended, or stopped as every Spark failed (no active host, no results)
-        for failure in take_failures(state) if final or not state.active_hosts else ():
-            logger.error(format_failure(failure))
+        failed = format_failures(take_failures(state) if final or not state.active_hosts else [])
+        if failed:
+            logger.error(failed)
         if not final or (self.final_only and host in state.failed_hosts):
             return  # a read-only run says what it read of a failed Spark too
         for level, message in store.notices.pop(host.name, []):

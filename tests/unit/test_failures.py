@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 from types import SimpleNamespace
+from typing import Any, cast
 
 from pyinfra.api import OperationError
 
@@ -16,8 +17,11 @@ from sparkdeploy.reports.failures import (
     expected,
     failure_of,
     format_failure,
+    format_failures,
+    judged,
     take_failures,
 )
+from tests.unit.operations import run, spark
 
 CRASH = "RuntimeError: Unsupported architecture for sparse decode fwd"
 UNIT = "spark-engine-sglang.service"
@@ -68,7 +72,7 @@ def test_a_wrapped_callback_fails_its_operation_without_raising(caplog):
     def check(state, host, crash: str) -> None:
         raise SparkFailed(f"{UNIT} did not become healthy:\n{crash}")
 
-    state = SimpleNamespace()
+    state: Any = cast(Any, SimpleNamespace())  # the run store sits on any object
     host = SimpleNamespace(name="spark-1", print_prefix="[spark-1] ")
     assert check(state, host, CRASH) is False
     assert f"[spark-1] {CRASH}" in caplog.text  # logged where it happened
@@ -84,6 +88,34 @@ def test_a_wrapped_callback_that_passes_passes():
     def fine(state, host) -> None:
         return None
 
-    state = SimpleNamespace()
+    state: Any = cast(Any, SimpleNamespace())  # the run store sits on any object
     assert fine(state, SimpleNamespace(name="s", print_prefix="")) is True
     assert take_failures(state) == []
+
+
+def test_the_blocks_end_with_a_line_naming_the_failed_sparks():
+    failures = [
+        Failure("spark-1", "a", "", "", ("x",)),
+        Failure("spark-3", "b", "", "", ("y",)),
+        Failure("spark-1", "c", "", "", ("z",)),
+    ]
+    text = format_failures(failures)
+    assert text.splitlines()[-1] == "--> 2 Spark(s) FAILED: spark-1, spark-3"
+    assert text.count("FAILED: ") == 4  # three blocks and the last line
+    assert format_failures([]) == ""
+
+
+def test_judged_fails_the_spark_only_when_something_failed():
+    host = spark()
+    assert run(judged, host, failed="").noop == "nothing failed"
+    outcome = run(judged, host, failed="engine FAIL: not ready", then=["cmd"])
+    assert outcome.commands == ["call _fail"]
+    [callback] = outcome.callbacks
+    state: Any = cast(Any, SimpleNamespace())
+    assert callback.function(state, host, *callback.args) is False
+    [failure] = take_failures(state)
+    assert (failure.host, failure.what, failure.then) == (
+        host.name,
+        "engine FAIL: not ready",
+        ("cmd",),
+    )
