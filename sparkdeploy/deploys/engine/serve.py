@@ -47,6 +47,7 @@ from sparkdeploy.facts.host_state import HostState, host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.access import api_access
 from sparkdeploy.reports.failures import SparkFailed, diagnose_command, expected
 
 HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
@@ -500,3 +501,6 @@ def serve_model() -> None:
     # link_test_before_start: prove the link once, before a pair's units first start.
     link_test_before_start(plan, spark, host.data.place)
     start_services(plan, changes, keep, gpu_holder(spark, state))
+    reach = api_access(spark, plan)
+    if reach:  # printed at the end of a run in which this Spark did not fail
+        notices.add(host.name, reach, logging.INFO)
