@@ -6,7 +6,8 @@ don't-fragment ping and the RoCE GID index, the engine plan's units and the engi
 The only operation judges the Spark: it fails (pyinfra exits 1) when a check of it FAILs.
 When the run ends: a matrix of every Spark (a line per check, a column per Spark), the
 detail of what is not ok, each FAIL with the command that explains it, and a last line
-naming the Sparks that need a look; with SPARK_STATUS_JSON=1, the same as JSON on stdout.
+naming the Sparks that need a look; with SPARK_STATUS_JSON=FILE (or - for stdout), the
+same as JSON too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyinfra import host, state
 from pyinfra.api import Host
@@ -380,7 +382,7 @@ def status_json(sections: Mapping[str, Sequence[Row]]) -> str:
 # The run: gather on each host, print once at the end.
 
 STATUS = "status"  # the run store's result key
-JSON_ENV = "SPARK_STATUS_JSON"  # =1: the status as JSON on stdout instead of the matrix
+JSON_ENV = "SPARK_STATUS_JSON"  # a file to write the status to as JSON, or - for stdout
 NOT_READ = Row("status", FAIL, "not read (no connection, or the status command failed; see above)")
 
 
@@ -395,15 +397,18 @@ def rows_of(target: Host, status: Status | None) -> list[Row]:
 
 def report() -> str:
     """The matrix of every Spark of this run (the inventory within --limit), in order; with
-    SPARK_STATUS_JSON=1 the JSON, printed on stdout (pyinfra logs on stderr), instead."""
+    SPARK_STATUS_JSON set, the same as JSON too: written to that file, or on stdout for
+    ``-`` (pyinfra logs on stderr)."""
     results = run_store(state).results
     sections = {
         target.name: rows_of(target, results.get((target.name, STATUS)))
         for target in filter(state.is_host_in_limit, state.inventory)
     }
-    if os.environ.get(JSON_ENV) == "1":
+    where = os.environ.get(JSON_ENV, "")
+    if where == "-":
         print(status_json(sections), flush=True)
-        return ""
+    elif where:
+        Path(where).write_text(status_json(sections) + "\n", encoding="utf-8")
     return format_status(sections)
 
 
