@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from pyinfra.api import OperationError
+from pyinfra.api.state import StateStage
 
 from sparkdeploy.reports.failures import (
     Failure,
@@ -19,8 +20,10 @@ from sparkdeploy.reports.failures import (
     format_failure,
     format_failures,
     judged,
+    record,
     take_failures,
 )
+from sparkdeploy.reports.notices import NoticePrinter
 from tests.unit.operations import run, spark
 
 CRASH = "RuntimeError: Unsupported architecture for sparse decode fwd"
@@ -119,3 +122,25 @@ def test_judged_fails_the_spark_only_when_something_failed():
         "engine FAIL: not ready",
         ("cmd",),
     )
+
+
+def printed(final_only: bool, stage, active: set, caplog) -> str:
+    """What the notice printer logs at a host's disconnect, one failure recorded."""
+    caplog.clear()
+    host = spark()
+    state: Any = cast(Any, SimpleNamespace(current_stage=stage, active_hosts=active))
+    state.failed_hosts = {host}
+    record(state, Failure(host.name, "health check: x", "", "", ("cmd",)))
+    NoticePrinter(final_only).host_disconnect(state, host)
+    return caplog.text
+
+
+def test_the_blocks_are_printed_at_the_end_or_when_every_spark_failed(caplog):
+    ended = printed(True, StateStage.Disconnect, {"spark-2"}, caplog)
+    name = spark().name
+    assert f"--> {name} FAILED: health check: x" in ended
+    assert f"--> 1 Spark(s) FAILED: {name}" in ended
+    stopped = printed(True, StateStage.Execute, set(), caplog)  # pyinfra: No hosts remaining!
+    assert f"--> {name} FAILED" in stopped
+    rebooting = printed(True, StateStage.Execute, {"spark-2"}, caplog)  # a reboot mid-run
+    assert "FAILED" not in rebooting
