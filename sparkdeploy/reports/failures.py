@@ -67,7 +67,8 @@ def failure_of(host: str, step: str, error: OperationError, then: Sequence[str] 
         rule = f" (GB10 rule {signature.rule})" if signature.rule else ""
         cause = f"{signature.id}{rule}: {signature.cause} Seen: {found[0].line.strip()}"
         fix = signature.fix
-    then = getattr(error, "then", ()) or then or (diagnose_command(host),)
+    named = tuple(command.replace("{host}", host) for command in then)
+    then = getattr(error, "then", ()) or named or (diagnose_command(host),)
     return Failure(host, f"{step}: {first}" if step else first, cause, fix, tuple(then))
 
 
@@ -110,7 +111,7 @@ def expected(
     """Wrap a callback ``function(state, host, ...)`` of a ``FunctionCommand``: an
     ``OperationError`` it raises fails the operation without a traceback (logged where it
     happened, recorded for the end of the run, with ``then`` as the next commands when the
-    error names none)."""
+    error names none; ``{host}`` in them is the Spark's name)."""
 
     def wrap(function: Callable[..., None]) -> Callable[..., bool]:
         @functools.wraps(function)

@@ -21,6 +21,7 @@ from sparkdeploy.reports.failures import (
     format_failures,
     judged,
     record,
+    status_command,
     take_failures,
 )
 from sparkdeploy.reports.notices import NoticePrinter
@@ -49,6 +50,8 @@ def test_a_known_signature_gives_the_cause_and_the_fix():
 def test_an_error_naming_no_command_points_to_the_given_one_else_to_diagnose():
     error = OperationError("spark-fetch@abc.service failed: 401")
     assert failure_of("s", "fetch", error, then=("journalctl -u x",)).then == ("journalctl -u x",)
+    named = failure_of("s", "", error, then=(status_command("{host}"),))
+    assert named.then == ("pyinfra -y inventory.py status.py --limit s",)
     plain = failure_of("s", "", error)
     assert plain.then == ("pyinfra -y inventory.py diagnose.py --limit s",)
     assert (plain.what, plain.cause, plain.fix) == ("spark-fetch@abc.service failed: 401", "", "")
