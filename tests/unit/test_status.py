@@ -7,27 +7,33 @@ import dataclasses
 import json
 
 import pytest
+from pyinfra.context import ctx_state
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
 from sparkdeploy.facts.status import Api, SparkStatus, Status, parse_api
+from sparkdeploy.facts.store import run_store
 from sparkdeploy.render import aligned
 from sparkdeploy.reports.status import (
     FAIL,
+    JSON_ENV,
     NONE,
     OK,
+    STATUS,
     WARN,
     Row,
     check_order,
     explained_by,
     format_status,
     labels,
+    report,
     status_json,
     status_rows,
 )
 from tests.twins import harness
+from tests.unit.operations import spark
 from tests.unit.samples import docstring_sample
 
 SAMPLE = docstring_sample(SparkStatus)
@@ -387,3 +393,16 @@ def test_each_failing_check_names_the_command_that_explains_it():
 )
 def test_aligned(rows, text):
     assert aligned(rows) == text
+
+
+def test_the_run_prints_the_matrix_and_writes_the_json_where_asked(tmp_path, monkeypatch):
+    host = spark(**harness.MODEL, engine={"name": "sglang"})
+    run_store(host.state).results[(host.name, STATUS)] = status()
+    where = tmp_path / "status.json"
+    monkeypatch.setenv(JSON_ENV, str(where))
+    with ctx_state.use(host.state):
+        text = report()
+    said = json.loads(where.read_text())
+    assert list(said["sparks"]) == [host.name]
+    assert text.splitlines()[1].split() == ["CHECK", host.name]
+    assert text.splitlines()[-1] == f"    {said['verdict']}"
