@@ -59,7 +59,7 @@ def failure_of(host: str, step: str, error: OperationError, then: Sequence[str] 
     first known failure signature its text matches, and its commands (else ``then``, else
     diagnose.py)."""
     text = str(error)
-    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    first = text.strip().splitlines()[0].rstrip(":") if text.strip() else type(error).__name__
     found = diagnose(text)
     cause = fix = ""
     if found:

@@ -37,7 +37,7 @@ def test_a_known_signature_gives_the_cause_and_the_fix():
         then=(diagnose_command("spark-1"), f"journalctl -u {UNIT} -n 300"),
     )
     failure = failure_of("spark-1", "health check", error)
-    assert failure.what == f"health check: {UNIT} did not become healthy:"
+    assert failure.what == f"health check: {UNIT} did not become healthy"
     assert failure.cause.startswith("flashmla-sm100-only")
     assert failure.cause.endswith(f"Seen: {CRASH}")
     assert failure.fix.startswith("There is no flag around it")
