@@ -6,7 +6,7 @@ image, on every Spark at once), run two ways:
   linktest.py``): ``run_link_test`` takes every Spark's readiness (``LinkTestReady``), and,
   when every Spark may run it, runs it (``LinkTestRun``, a fact: pyinfra loads the hosts in
   parallel greenlets, so every Spark runs it at the same moment); the report is printed when
-  the run ends, and ``link_test_judged`` fails the host, so pyinfra exits 1, when the test
+  the run ends, and ``judged`` (reports/failures.py) fails the host, so pyinfra exits 1, when the test
   did not pass;
 - before a pair's or cluster's first start (``link_test_before_start: true``):
   ``link_test_before_start`` plans ``link_test_proven`` ahead of the engine units' start;
@@ -35,6 +35,7 @@ from sparkdeploy.facts.host_state import host_state
 from sparkdeploy.facts.linktest import LinkTestReady, LinkTestRun, Readiness, RunOutput
 from sparkdeploy.facts.store import gathered, run_store
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.failures import expected, judged, status_command
 from sparkdeploy.reports.linktest import SparkRun, format_report, judge, rail_speed
 
 RESULT = "linktest"  # the run store's result key
@@ -135,25 +136,6 @@ def report() -> str:
     return format_report(runs, plan.image if plan else "(no engine image)", master)
 
 
-def _fail(state, host, verdict: str) -> None:
-    raise OperationError(f"the link test did not pass: {verdict}")
-
-
-@operation()
-def link_test_judged(passed: bool, verdict: str):
-    """
-    Fail the host when the link test did not pass, so pyinfra exits non-zero; nothing to do
-    when it passed.
-
-    + passed: the verdict of the link test on every Spark
-    + verdict: why
-    """
-    if passed:
-        host.noop(f"the link test passed: {verdict}")
-        return
-    yield FunctionCommand(_fail, (verdict,), {})
-
-
 def run_link_test(while_serving: bool = False) -> None:
     """Run the link test on this Spark with the others of its pair or cluster (each host's
     greenlet calls it), record what it gave, and judge it."""
@@ -176,7 +158,11 @@ def run_link_test(while_serving: bool = False) -> None:
     mine = SparkRun(host.name, place.rank, run, refusal, speeds)
     run_store(state).results[(host.name, RESULT)] = mine
     passed, verdict = judge([mine])
-    link_test_judged(name="Judge the link test", passed=passed, verdict=verdict)
+    judged(
+        name="Judge the link test",
+        failed="" if passed else f"the link test did not pass: {verdict}",
+        then=(status_command(host.name) + "   (its rails, RoCE GID and last link test)",),
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -195,6 +181,10 @@ def first_start(group: list[Host]) -> bool:
     return True
 
 
+@expected(
+    "link test before the first start",
+    then=(status_command() + "   (the rails, RoCE GIDs and last link test)",),
+)
 def _prove(state, host, words: list[str], timeout: int) -> None:
     command = LinkTestRun().command(words, timeout)
     ok, output = host.run_shell_command(StringCommand(command), _sudo=True)

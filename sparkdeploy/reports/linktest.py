@@ -87,25 +87,45 @@ class SparkRun:
     speeds: tuple[tuple[str, str, str], ...]  # (interface, state, detail) per rail
 
 
+def spark_failure(spark: SparkRun) -> str:
+    """Why the link test failed on one Spark ("" when it ran, passed and no rail speed
+    failed): its refusal, no result, its verdict, or a rail's speed."""
+    if spark.refusal:
+        return f"{spark.name}: {spark.refusal}"
+    if spark.run is None or spark.run.result is None:
+        status = spark.run.status if spark.run else -1
+        why = "stopped by the timeout" if status == 124 else f"exit status {status}"
+        return f"{spark.name}: no result from the link test ({why}; output above)"
+    if not spark.run.result.passed:
+        return f"{spark.name}: {spark.run.result.verdict}"
+    failing = [detail for _, state, detail in spark.speeds if state == FAIL]
+    return f"{spark.name}: {failing[0]}" if failing else ""
+
+
 def judge(runs: list[SparkRun]) -> tuple[bool, str]:
     """The command's verdict: passed when every Spark ran, agrees it passed, and no rail
-    speed failed."""
-    for spark in runs:
-        if spark.refusal:
-            return False, f"{spark.name}: {spark.refusal}"
-        if spark.run is None or spark.run.result is None:
-            status = spark.run.status if spark.run else -1
-            why = "stopped by the timeout" if status == 124 else f"exit status {status}"
-            return False, f"{spark.name}: no result from the link test ({why}; output above)"
-        if not spark.run.result.passed:
-            return False, f"{spark.name}: {spark.run.result.verdict}"
-    for spark in runs:
-        failing = [detail for _, state, detail in spark.speeds if state == FAIL]
-        if failing:
-            return False, f"{spark.name}: {failing[0]}"
+    speed failed; else the first failing Spark's failure."""
+    failures = [spark_failure(spark) for spark in runs]
+    first = next((failure for failure in failures if failure), "")
+    if first:
+        return False, first
     head = min(runs, key=lambda spark: spark.rank)
     assert head.run is not None and head.run.result is not None
     return True, head.run.result.verdict
+
+
+def verdict_line(runs: list[SparkRun]) -> str:
+    """The report's last line: PASS, or FAIL naming every Spark it failed on, and what
+    explains it."""
+    passed, verdict = judge(runs)
+    if passed:
+        return f"    PASS: {verdict}"
+    names = [spark.name for spark in runs if spark_failure(spark)]
+    return (
+        f"    FAIL on {', '.join(names)}: {verdict}\n"
+        f"    explained by: the table above (NCCL network, rail speeds), and "
+        f"pyinfra -y inventory.py status.py (rails, RoCE GIDs)"
+    )
 
 
 def format_report(runs: list[SparkRun], image: str, master: str) -> str:
@@ -135,8 +155,7 @@ def format_report(runs: list[SparkRun], image: str, master: str) -> str:
             "    NCCL used TCP sockets, not RDMA (NET/IB): the engine containers lack the RDMA "
             "devices or locked memory"
         )
-    passed, verdict = judge(runs)
-    lines.append(f"    {'PASS' if passed else 'FAIL'}: {verdict}")
+    lines.append(verdict_line(runs))
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from pyinfra.api import Host, State
 from pyinfra.api.state import BaseStateCallback, StateStage
 
 from sparkdeploy.facts.store import run_store
+from sparkdeploy.reports.failures import format_failures, take_failures
 
 
 def add(host_name: str, message: str, level: int = logging.WARNING) -> None:
@@ -30,10 +31,12 @@ def at_end(key: str, report: Callable[[], str]) -> None:
 
 
 class NoticePrinter(BaseStateCallback):
-    """Prints the reports, and a host's notices, when hosts disconnect at the end of the run.
-    A read-only run (``final_only=False``) prints them whenever it ends, even after ``--dry``
-    or a declined confirmation; a deploy only at the end of a real run, since hosts also
-    disconnect mid-run (a reboot)."""
+    """Prints the reports, and a host's notices, when hosts disconnect at the end of the run;
+    after the reports, the failures of the run (reports/failures.py), also when it stops
+    because every Spark failed (pyinfra then prints no results). A read-only run
+    (``final_only=False``) prints them whenever it ends, even after ``--dry`` or a declined
+    confirmation, and a failed Spark's notices too; a deploy only at the end of a real run,
+    since hosts also disconnect mid-run (a reboot)."""
 
     def __init__(self, final_only: bool = True):
         self.final_only = final_only
@@ -41,13 +44,18 @@ class NoticePrinter(BaseStateCallback):
     # pyinfra declares the callbacks static, but State.trigger_callbacks calls them on the
     # handler instance; this one reads self.final_only.
     def host_disconnect(self, state: State, host: Host) -> None:  # type: ignore[override]
-        if self.final_only and state.current_stage != StateStage.Disconnect:
-            return
+        final = not self.final_only or state.current_stage == StateStage.Disconnect
         store = run_store(state)
-        while store.reports:  # at the first host's disconnect: every host's data is in
-            logger.info(store.reports.pop(next(iter(store.reports)))())
-        if host in state.failed_hosts:
-            return
+        while final and store.reports:  # at the first host's disconnect: every host's data is in
+            text = store.reports.pop(next(iter(store.reports)))()
+            if text:  # a report may print itself (the status as JSON, on stdout)
+                logger.info(text)
+        # the run ended, or stopped as every Spark failed (no active host, no results)
+        failed = format_failures(take_failures(state) if final or not state.active_hosts else [])
+        if failed:
+            logger.error(failed)
+        if not final or (self.final_only and host in state.failed_hosts):
+            return  # a read-only run says what it read of a failed Spark too
         for level, message in store.notices.pop(host.name, []):
             logger.log(level, f"[{host.name}] {message}")
 

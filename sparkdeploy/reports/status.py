@@ -3,15 +3,24 @@ The status of every Spark, read-only: one SSH command per Spark, as the SSH user
 sudo), reads the GPU and its temperature, the driver and its hold, the drm override and a
 pending reboot, MemAvailable against the memory guard, every QSFP rail with a fresh
 don't-fragment ping and the RoCE GID index, the engine plan's units and the engine's API.
-No operation is planned; one table of every Spark is printed at the end of the run.
+The only operation judges the Spark: it fails (pyinfra exits 1) when a check of it FAILs.
+When the run ends: a matrix of every Spark (a line per check, a column per Spark), the
+detail of what is not ok, each FAIL with the command that explains it, and a last line
+naming the Sparks that need a look; with SPARK_STATUS_JSON=FILE (or - for stdout), the
+same as JSON too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyinfra import host, state
+from pyinfra.api import Host
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
@@ -24,6 +33,7 @@ from sparkdeploy.facts.store import run_store
 from sparkdeploy.fitness import driver_packages, driver_refusals, gpu_refusals
 from sparkdeploy.render import aligned
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.failures import diagnose_command, judged, status_command
 from sparkdeploy.reports.linktest import status_detail
 
 KIB_PER_GIB = 1024 * 1024  # /proc/meminfo counts KiB; the guard counts GiB as `free -g`
@@ -251,20 +261,120 @@ def status_rows(
     ]
 
 
-def format_status(sections: dict[str, list[Row]]) -> str:
-    """The table: one section of rows per Spark, the Spark's name on its first row, and a
-    last line counting what needs a look."""
-    table = [("SPARK", "CHECK", "STATE", "DETAIL")]
+def labels(rows: Sequence[Row]) -> list[str]:
+    """Each row's line in the matrix: its check, numbered when a Spark has several rows of
+    it (the units of a Ray engine)."""
+    counts = Counter(row.check for row in rows)
+    seen: Counter[str] = Counter()
+    found = []
+    for row in rows:
+        seen[row.check] += 1
+        found.append(row.check if counts[row.check] == 1 else f"{row.check} {seen[row.check]}")
+    return found
+
+
+def check_order(sections: Mapping[str, Sequence[Row]]) -> list[str]:
+    """Every check of every Spark once, in the order the deploy prepares them (a check only
+    some Sparks have comes after the one it follows on them)."""
+    order: list[str] = []
+    for rows in sections.values():
+        after = -1
+        for label in labels(rows):
+            if label in order:
+                after = order.index(label)
+            else:
+                after += 1
+                order.insert(after, label)
+    return order
+
+
+def explained_by(check: str, name: str) -> str:
+    """The command that explains a FAIL of ``check`` on Spark ``name``."""
+    kind = check.rstrip("0123456789 ")
+    if kind in ("rail", "roce gid"):
+        return "on the Spark: nmcli -f NAME,DEVICE,STATE connection show; ip -br addr; rdma link"
+    if kind == "link test":
+        return "pyinfra -y inventory.py linktest.py"
+    if kind == "driver":
+        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (its refusal names the fix)"
+    if kind == "status":
+        return f"{status_command(name)} -v"
+    return diagnose_command(name)
+
+
+def failing(sections: Mapping[str, Sequence[Row]], level: str) -> dict[str, list[str]]:
+    """The Sparks with a row in ``level``, and those rows' checks."""
+    found: dict[str, list[str]] = {}
     for name, rows in sections.items():
-        table += [(name if i == 0 else "", r.check, r.state, r.detail) for i, r in enumerate(rows)]
-    states = [row.state for rows in sections.values() for row in rows]
-    verdict = ", ".join(
-        f"{states.count(state)} {state}" for state in (FAIL, WARN) if state in states
-    )
-    return (
-        "--> Status (read-only; nothing was changed):\n"
-        + aligned(table, indent="    ")
-        + f"\n    {len(sections)} Spark(s): {verdict or 'all ok'}"
+        checks = [label for label, row in zip(labels(rows), rows) if row.state == level]
+        if checks:
+            found[name] = checks
+    return found
+
+
+def verdict(sections: Mapping[str, Sequence[Row]]) -> str:
+    """The last line: how many Sparks, and which need a look for what, failures first."""
+    said = []
+    for level in (FAIL, WARN):
+        found = failing(sections, level)
+        if found:
+            count = sum(len(checks) for checks in found.values())
+            named = "; ".join(f"{name}: {', '.join(checks)}" for name, checks in found.items())
+            said.append(f"{count} {level} ({named})")
+    return f"{len(sections)} Spark(s): {', '.join(said) or 'all ok'}"
+
+
+def details(sections: Mapping[str, Sequence[Row]]) -> list[tuple[str, str, str, str]]:
+    """The rows that are not ok, each with its detail; a FAIL names what explains it."""
+    table = []
+    for name, rows in sections.items():
+        for label, row in zip(labels(rows), rows):
+            if row.state in (FAIL, WARN):
+                table.append((name, label, row.state, row.detail))
+            if row.state == FAIL:
+                table.append(("", "", "", f"explained by: {explained_by(label, name)}"))
+    return table
+
+
+def format_status(sections: Mapping[str, Sequence[Row]]) -> str:
+    """The matrix (a line per check, a column per Spark), then the detail of what is not
+    ok, then a last line naming the Sparks and checks that need a look."""
+    order = check_order(sections)
+    cells = {name: dict(zip(labels(rows), rows)) for name, rows in sections.items()}
+    matrix = [("CHECK", *sections)]
+    for label in order:
+        found = [cells[name].get(label) for name in sections]
+        matrix.append((label, *(row.state if row else "" for row in found)))
+    lines = ["--> Status (read-only; nothing was changed):", aligned(matrix, indent="    ")]
+    shown = details(sections)
+    if shown:
+        lines += ["", aligned([("SPARK", "CHECK", "STATE", "DETAIL"), *shown], indent="    ")]
+    return "\n".join([*lines, f"    {verdict(sections)}"])
+
+
+def status_json(sections: Mapping[str, Sequence[Row]]) -> str:
+    """The status as JSON: every Spark's rows (check, state, detail, and what explains a
+    FAIL), and the Sparks that failed or need a look."""
+    sparks = {
+        name: [
+            {
+                "check": label,
+                "state": row.state,
+                "detail": row.detail,
+                **({"explained_by": explained_by(label, name)} if row.state == FAIL else {}),
+            }
+            for label, row in zip(labels(rows), rows)
+        ]
+        for name, rows in sections.items()
+    }
+    return json.dumps(
+        {
+            "sparks": sparks,
+            "fail": sorted(failing(sections, FAIL)),
+            "warn": sorted(failing(sections, WARN)),
+            "verdict": verdict(sections),
+        },
+        indent=2,
     )
 
 
@@ -272,33 +382,47 @@ def format_status(sections: dict[str, list[Row]]) -> str:
 # The run: gather on each host, print once at the end.
 
 STATUS = "status"  # the run store's result key
+JSON_ENV = "SPARK_STATUS_JSON"  # a file to write the status to as JSON, or - for stdout
+NOT_READ = Row("status", FAIL, "not read (no connection, or the status command failed; see above)")
+
+
+def rows_of(target: Host, status: Status | None) -> list[Row]:
+    """The rows of one Spark of the run from its status (one FAIL row when not read)."""
+    if status is None:
+        return [NOT_READ]
+    return status_rows(
+        target.data.spark, target.data.get("engine_plan"), target.data.place.rails, status
+    )
 
 
 def report() -> str:
-    """The table of every Spark of this run (the inventory within --limit), in order."""
+    """The matrix of every Spark of this run (the inventory within --limit), in order; with
+    SPARK_STATUS_JSON set, the same as JSON too: written to that file, or on stdout for
+    ``-`` (pyinfra logs on stderr)."""
     results = run_store(state).results
-    sections = {}
-    for target in filter(state.is_host_in_limit, state.inventory):
-        status = results.get((target.name, STATUS))
-        if status is None:
-            sections[target.name] = [
-                Row(
-                    "status",
-                    FAIL,
-                    "not read (no connection, or the status command failed; see above)",
-                )
-            ]
-            continue
-        sections[target.name] = status_rows(
-            target.data.spark, target.data.get("engine_plan"), target.data.place.rails, status
-        )
+    sections = {
+        target.name: rows_of(target, results.get((target.name, STATUS)))
+        for target in filter(state.is_host_in_limit, state.inventory)
+    }
+    where = os.environ.get(JSON_ENV, "")
+    if where == "-":
+        print(status_json(sections), flush=True)
+    elif where:
+        Path(where).write_text(status_json(sections) + "\n", encoding="utf-8")
     return format_status(sections)
 
 
 def show_status() -> None:
-    """Read this Spark's status (one SSH command, no sudo, no operation) and print the
-    table of every Spark when the run ends."""
+    """Read this Spark's status (one SSH command, no sudo), print the matrix of every Spark
+    when the run ends, and fail this Spark when a check of it fails (pyinfra exits 1)."""
     status = host.get_fact(SparkStatus, **status_arguments(host))
     run_store(state).results[(host.name, STATUS)] = status
-    notices.install()
+    notices.install(final_only=False)
     notices.at_end("status", report)
+    rows = rows_of(host, status)
+    failed = [(label, row) for label, row in zip(labels(rows), rows) if row.state == FAIL]
+    judged(
+        name="Judge the status",
+        failed="; ".join(f"{label} FAIL: {row.detail}" for label, row in failed),
+        then=list(dict.fromkeys(explained_by(label, host.name) for label, _ in failed)),
+    )

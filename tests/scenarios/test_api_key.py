@@ -116,7 +116,7 @@ class TestApiKey:
         assert twin.exec(f"su - spark -c 'cat {KEY_FILE}'", check=False).returncode != 0
 
     def test_status_reads_the_refusal_as_up(self, scenario):
-        [(state, detail)] = table(run_status(scenario, ("key",), env=ENV))["key"]["engine"]
+        [(state, detail)] = table(run_status(scenario, ("key",), env=ENV)[1])["key"]["engine"]
         assert state == "ok" and "requires its API key" in detail, detail
 
     def test_the_env_and_key_files_are_root_only_and_the_container_hardened(self, scenario):

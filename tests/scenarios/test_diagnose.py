@@ -1,7 +1,9 @@
 """
 Diagnosis on a twin: the engine stand-in crashes with a known GB10 failure line; the deploy
-fails, then `pyinfra inventory.py diagnose.py` names the signature, its rule, cause and fix
-after the results, with one SSH command and nothing changed on the twin. Once the engine
+fails, without a traceback, with a block naming the cause, the fix and the next command;
+then `pyinfra inventory.py diagnose.py` names the signature, its rule, cause and fix after
+the results, with one SSH command and nothing changed on the twin, and exits 1 naming the
+Spark (its unit is stopped with a known failure). Once the engine
 runs clean, the diagnosis says that nothing matched and shows the last lines.
 """
 
@@ -34,6 +36,14 @@ class TestDiagnose:
         run = scenario.deploy(env=harness.HUB_TOKEN_ENV)
         assert run.returncode != 0
         assert f"{UNIT} did not become healthy" in run.stderr, run.explain()
+        assert "Traceback" not in run.stderr and "Unexpected error" not in run.stderr
+        block = run.stderr[run.stderr.index("--> diag-1 FAILED: health check: ") :]
+        assert f"health check: {UNIT} did not become healthy" in block
+        assert "    cause  flashmla-sm100-only" in block and f"Seen: {CRASH}" in block
+        assert "    fix    There is no flag around it" in block
+        assert "    next   pyinfra -y inventory.py diagnose.py --limit diag-1" in block
+        assert f"journalctl -u {UNIT} -n 300" in block
+        assert "--> 1 Spark(s) FAILED: diag-1" in block
 
     def test_diagnosis_names_the_signature_and_changes_nothing(self, scenario):
         twin = scenario.twins["diag-1"]
@@ -41,10 +51,17 @@ class TestDiagnose:
         before = snapshot(twin)
         run = scenario.deploy(deploy="diagnose.py")
         print(run.stderr)
-        assert run.returncode == 0, run.explain()
-        assert run.changed() == {} and run.results["operations"] == []
+        # the unit is stopped with a known failure in its journal: the Spark FAILs, and with
+        # its only Spark failed pyinfra stops before its results (and its JSON)
+        assert run.returncode == 1, run.explain()
+        assert run.changed() == {}
         assert run.remote_commands() == {"diag-1": 1}
-        report = run.stderr[run.stderr.index("--> Results:") :]
+        assert "Traceback" not in run.stderr
+        block = run.stderr[run.stderr.index(f"--> diag-1 FAILED: {UNIT}: inactive (dead") :]
+        assert "    cause  flashmla-sm100-only" in block
+        assert f"    next   journalctl -u {UNIT} -n 300" in block
+        assert "--> 1 Spark(s) FAILED: diag-1" in block
+        report = run.stderr[run.stderr.index("--> Beginning operation run...") :]
         assert f"[diag-1] Diagnosis of {UNIT}: inactive (dead" in report
         assert "rule id  flashmla-sm100-only" in report
         assert f"seen     {CRASH}" in report

@@ -69,7 +69,7 @@ class TestUpgradeThatRollsBack:
         assert serving(twin) and '"choices"' in chat(twin)
 
     def test_status_shows_the_rollback(self, scenario):
-        [(state, detail)] = table(run_status(scenario, ("rb",)))["rb"]["config"]
+        [(state, detail)] = table(run_status(scenario, ("rb",))[1])["rb"]["config"]
         assert state == "ok", detail
         assert "live = last good" in detail and "rolled back" in detail
         assert "no-kernel-image-sm121" in detail and "healthy again" in detail

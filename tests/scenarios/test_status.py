@@ -2,13 +2,14 @@
 The status command on a twin pair serving SGLang over the QSFP cable: after a deploy, one
 SSH command per Spark (no sudo) shows the driver held, the drm override gone with its
 reboot pending, the rails with MTU 9000 and a jumbo ping, the RoCE GID index, the units and
-the engine ready; pyinfra has no operation and nothing on either twin changes. Then drift
-made behind the deploy's back (engine stopped, hold released, an MTU lowered) shows up.
+the engine ready; pyinfra's only operation judges each Spark and nothing on either twin
+changes. Then drift made behind the deploy's back (engine stopped, hold released, an MTU
+lowered) shows up, and the run fails naming both Sparks.
 """
 
 from __future__ import annotations
 
-import re
+import json
 
 from tests.scenarios.test_engine import pair_spark
 from tests.twins import harness
@@ -16,7 +17,6 @@ from tests.twins import harness
 NAMES = ("stat-1", "stat-2")
 UNIT = "spark-engine-sglang.service"
 HEADER = "--> Status (read-only; nothing was changed):\n"
-VERDICT = re.compile(r"^\s+\d+ Spark\(s\): ")
 # What a read-only command must leave as it was: files the deploy manages (and their times),
 # the engine unit's current run, the holds, the links, and sudo's log.
 SNAPSHOT = (
@@ -32,21 +32,17 @@ def snapshot(scenario, names: tuple[str, ...] = NAMES) -> dict[str, str]:
     return {name: scenario.twins[name].exec(SNAPSHOT).stdout for name in names}
 
 
-def table(run) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """The printed table: Spark -> check -> [(state, detail)], read by its header's columns."""
-    assert HEADER in run.stderr, run.explain()
-    lines = run.stderr.split(HEADER, 1)[1].splitlines()
-    header = lines[0]
-    check, state, detail = (header.index(word) for word in ("CHECK", "STATE", "DETAIL"))
+def table(said: dict) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """The status as JSON (SPARK_STATUS_JSON): Spark -> check -> [(state, detail)]."""
     rows: dict[str, dict[str, list[tuple[str, str]]]] = {}
-    spark = ""
-    for line in lines[1:]:
-        if VERDICT.match(line):
-            break
-        spark = line[:check].strip() or spark
-        rows.setdefault(spark, {}).setdefault(line[check:state].strip(), []).append(
-            (line[state:detail].strip(), line[detail:].strip())
-        )
+    for spark, found in said["sparks"].items():
+        for row in found:
+            check = (
+                row["check"].rstrip("0123456789 ")
+                if row["check"].startswith("unit")
+                else row["check"]
+            )
+            rows.setdefault(spark, {}).setdefault(check, []).append((row["state"], row["detail"]))
     return rows
 
 
@@ -55,20 +51,31 @@ def one(rows, spark: str, check: str) -> tuple[str, str]:
     return row
 
 
-def run_status(scenario, names: tuple[str, ...] = NAMES, env: dict[str, str] | None = None):
-    """status.py, checked to be read-only: no operation, one SSH command per Spark, no sudo,
-    and nothing on any twin (``names``) changed."""
+def run_status(
+    scenario,
+    names: tuple[str, ...] = NAMES,
+    env: dict[str, str] | None = None,
+    failing: tuple[str, ...] = (),
+):
+    """status.py, checked to be read-only: only the judging operation, which fails the
+    ``failing`` Sparks (exit 1) and changes nothing, one SSH command per Spark, no sudo, and
+    nothing on any twin (``names``) changed; the run and the status as JSON."""
     before = snapshot(scenario, names)
-    run = scenario.deploy(deploy="status.py", env=env)
-    assert run.returncode == 0, run.explain()
-    assert run.results["operations"] == [], run.results
-    assert run.changed() == {} and run.errors() == {}
+    where = scenario.inventory.parent / "status.json"
+    where.unlink(missing_ok=True)
+    run = scenario.deploy(deploy="status.py", env={**(env or {}), "SPARK_STATUS_JSON": str(where)})
+    assert run.returncode == (1 if failing else 0), run.explain()
+    assert run.changed() == {}, run.results
+    if failing and len(failing) < len(names):  # when every Spark fails pyinfra gives no results
+        assert run.errors() == {name: ["Judge the status"] for name in failing}
     assert run.remote_commands() == {name: 1 for name in names}, run.explain()
     for name in names:
         assert f"[{name}] >>> sh -c " in run.stderr  # as the SSH user: not through sudo
         assert f"[{name}] >>> sudo" not in run.stderr
+    if failing:
+        assert f"--> {len(failing)} Spark(s) FAILED: {', '.join(failing)}" in run.stderr
     assert snapshot(scenario, names) == before
-    return run
+    return run, json.loads(where.read_text())
 
 
 class TestStatusOfAPair:
@@ -79,9 +86,12 @@ class TestStatusOfAPair:
         assert run.returncode == 0, run.explain()
 
     def test_status_of_the_prepared_pair(self, scenario):
-        run = run_status(scenario)
-        print(HEADER + run.stderr.split(HEADER, 1)[1])  # the table, for -s
-        rows = table(run)
+        run, said = run_status(scenario)
+        print(HEADER + run.stderr.split(HEADER, 1)[1])  # the matrix, for -s
+        lines = run.stderr.split(HEADER, 1)[1].splitlines()
+        assert lines[0].split() == ["CHECK", *NAMES]
+        assert lines[1].split() == ["gpu", "ok", "ok"]
+        rows = table(said)
         assert list(rows) == list(NAMES)
         for node, name in enumerate(NAMES, start=1):
             assert one(rows, name, "gpu") == ("ok", "NVIDIA GB10, 41 C")
@@ -114,14 +124,19 @@ class TestStatusOfAPair:
             "ready, serving Mistral-Small-4-119B-2603-NVFP4 on 127.0.0.1:30000",
         )
         assert one(rows, "stat-2", "engine") == ("-", "rank 1 of 2: the head serves the API")
-        assert run.stderr.rstrip().endswith("2 Spark(s): 2 WARN")
+        verdict = "2 Spark(s): 2 WARN (stat-1: drm override; stat-2: drm override)"
+        assert said["verdict"] == verdict and said["fail"] == []
+        assert run.stderr.rstrip().endswith(verdict)
 
     def test_status_shows_drift(self, scenario):
         head, worker = (scenario.twins[name] for name in NAMES)
         head.exec(f"systemctl stop {UNIT}")
         worker.exec("apt-mark unhold nvidia-driver-580-open >/dev/null")
         worker.exec(f"ip link set {harness.RAILS[1]} mtu 1500")  # behind NetworkManager's back
-        rows = table(run_status(scenario))
+        run, said = run_status(scenario, failing=NAMES)
+        rows = table(said)
+        assert said["fail"] == list(NAMES)
+        assert "explained by: pyinfra -y inventory.py diagnose.py --limit stat-1" in run.stderr
         state, detail = one(rows, "stat-1", "unit")
         assert state == "FAIL" and detail.startswith(f"{UNIT} inactive, enabled, last active ")
         state, detail = one(rows, "stat-1", "engine")

@@ -24,7 +24,13 @@ from sparkdeploy.facts.journals import (
 )
 from sparkdeploy.facts.store import run_store
 from sparkdeploy.knowledge.signatures import diagnose
-from sparkdeploy.reports.diagnosis import TAIL_LINES, diagnose_engines, kernel_report, report
+from sparkdeploy.reports.diagnosis import (
+    TAIL_LINES,
+    diagnose_engines,
+    kernel_report,
+    report,
+    unit_failure,
+)
 from tests.twins import harness
 from tests.unit.operations import given, spark
 from tests.unit.samples import docstring_sample
@@ -326,3 +332,21 @@ def test_a_spark_without_an_engine_gets_its_kernel_log_diagnosed():
     )
     assert notices[1][0] == logging.INFO
     assert "no known GB10 host failure signature" in notices[1][1]
+
+
+# --- what FAILs, so diagnose.py exits 1 ---------------------------------------------------
+
+
+def test_a_unit_fails_when_missing_failed_or_stopped_with_a_known_signature():
+    crashed = tuple(journal("sglang-flashmla-sparse-decode").splitlines())
+    text = unit_failure(UnitJournal(UNIT, FAILED, crashed))
+    assert text.splitlines()[0].startswith(f"{UNIT}: activating (auto-restart")
+    assert "Unsupported architecture for sparse decode fwd" in text
+    assert unit_failure(UnitJournal(UNIT, RUNNING, crashed)) == ""  # serving now
+    stopped = {**RUNNING, "ActiveState": "inactive", "SubState": "dead"}
+    assert unit_failure(UnitJournal(UNIT, stopped, ("bye",))) == ""  # stopped on purpose
+    assert unit_failure(UnitJournal(UNIT, stopped, crashed)) != ""
+    failed = {**stopped, "ActiveState": "failed"}
+    assert unit_failure(UnitJournal(UNIT, failed, ("bye",))).startswith(f"{UNIT}: failed")
+    missing = unit_failure(UnitJournal(UNIT, {"LoadState": "not-found"}, ()))
+    assert missing.endswith("run the deploy to install it")

@@ -43,6 +43,7 @@ from sparkdeploy.reports.linktest import (
     judge,
     rail_speed,
     status_detail,
+    verdict_line,
 )
 from tests.twins import harness
 from tests.unit.samples import docstring_sample
@@ -333,6 +334,22 @@ def test_judge_and_report():
         "spark-1", 0, result_record(), speeds=(("enp1s0f0np0", FAIL, "link down"),)
     )
     assert judge([bad_rail]) == (False, "spark-1: link down")
+
+
+def test_the_verdict_names_every_spark_it_failed_on_and_what_explains_it():
+    slow = result_record(passed=False, verdict="all-gather bus bandwidth 3.000 GB/s < 21.875")
+    bad_rail = (("enp1s0f0np0", FAIL, "link down"),)
+    runs = [
+        spark_run("spark-1", 0, result_record()),
+        spark_run("spark-2", 1, slow),
+        spark_run("spark-3", 2, result_record(), speeds=bad_rail),
+    ]
+    first, second = verdict_line(runs).splitlines()
+    assert first == (
+        "    FAIL on spark-2, spark-3: spark-2: all-gather bus bandwidth 3.000 GB/s < 21.875"
+    )
+    assert "pyinfra -y inventory.py status.py" in second
+    assert verdict_line(runs[:1]) == f"    PASS: {result_record()['verdict']}"
 
 
 def test_status_row_of_the_last_result():

@@ -3,6 +3,7 @@ of them against statuses as spark-fetch prints them; the plan against its image.
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -177,6 +178,11 @@ class Spark:
         return True, Output()
 
 
+# The fetch itself, raising: pyinfra runs it through reports.failures.expected, which turns
+# the raise into a failed operation without a traceback.
+fetch_raising = inspect.unwrap(fetch._fetch)
+
+
 def watching(looks, jobs, timeout=600, clock=None):
     spark_ = Spark(looks)
     logged: list[str] = []
@@ -186,7 +192,7 @@ def watching(looks, jobs, timeout=600, clock=None):
         mock.patch.object(fetch.gevent, "sleep", lambda _: None),
         mock.patch.object(fetch.time, "monotonic", clock or iter(range(0, 10**6, 10)).__next__),
     ):
-        fetch._fetch(mock.Mock(failed_hosts=set()), spark_, jobs, timeout, [])
+        fetch_raising(mock.Mock(failed_hosts=set()), spark_, jobs, timeout, [])
     return spark_, logged
 
 
@@ -537,7 +543,7 @@ def test_a_copy_stops_waiting_when_the_head_failed():
         mock.patch.object(fetch.gevent, "sleep", lambda _: None),
         pytest.raises(OperationError, match="spark-1, which fetches what this Spark copies"),
     ):
-        fetch._fetch(mock.Mock(failed_hosts={head}), spark_, [job], 600, [], "spark-1")
+        fetch_raising(mock.Mock(failed_hosts={head}), spark_, [job], 600, [], "spark-1")
 
 
 # --- three Sparks through a switch: fetched once by the head, copied over rail 1 ----------

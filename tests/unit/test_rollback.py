@@ -5,6 +5,7 @@ deploy's side, facts in and commands out."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import stat
@@ -19,7 +20,7 @@ from pyinfra.api import OperationError
 
 from sparkdeploy.config.paths import ENGINE_HEALTH, ROLLBACK_BIN
 from sparkdeploy.deploys.engine.rollback import Keep, keep_of, kept_before_change
-from sparkdeploy.deploys.engine.serve import _check_health
+from sparkdeploy.deploys.engine.serve import _check_health as checked_health
 from sparkdeploy.engine_plan.files import engine_config_files
 from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.facts.status import SparkStatus
@@ -244,9 +245,15 @@ def test_nothing_is_kept_before_a_change_otherwise(kept, active, changing, keep,
 # --- the health check keeps, or rolls back -------------------------------------------------
 
 
+# The check itself, raising: pyinfra runs it through reports.failures.expected, which turns
+# the raise into a failed operation without a traceback (tests/unit/test_failures.py).
+_check_health = inspect.unwrap(checked_health)
+
+
 class FakeHost:
     """The host given to a FunctionCommand: answers run_shell_command from a script."""
 
+    name = "spark-1"
     print_prefix = "[spark-1] "
 
     def __init__(self, *answers: tuple[bool, str]) -> None:

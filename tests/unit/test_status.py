@@ -4,25 +4,36 @@ from settings, plan and status, and the table itself."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
+from pyinfra.context import ctx_state
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.plan import EnginePlan, plan_sparks
 from sparkdeploy.facts.status import Api, SparkStatus, Status, parse_api
+from sparkdeploy.facts.store import run_store
 from sparkdeploy.render import aligned
 from sparkdeploy.reports.status import (
     FAIL,
+    JSON_ENV,
     NONE,
     OK,
+    STATUS,
     WARN,
     Row,
+    check_order,
+    explained_by,
     format_status,
+    labels,
+    report,
+    status_json,
     status_rows,
 )
 from tests.twins import harness
+from tests.unit.operations import spark
 from tests.unit.samples import docstring_sample
 
 SAMPLE = docstring_sample(SparkStatus)
@@ -278,22 +289,99 @@ def test_a_spark_without_engine_or_rails():
     assert rows[-1] == Row("engine", NONE, "none (no engine: in the inventory)")
 
 
-def test_table_names_each_spark_once_and_counts_what_needs_a_look():
+def test_one_spark_all_ok_is_a_column_and_a_verdict():
+    assert format_status({"spark-1": [Row("gpu", OK, "x"), Row("engine", NONE, "none")]}) == (
+        "--> Status (read-only; nothing was changed):\n"
+        "    CHECK   spark-1\n"
+        "    gpu     ok\n"
+        "    engine  -\n"
+        "    1 Spark(s): all ok"
+    )
+
+
+def test_pair_matrix_then_what_is_not_ok_each_fail_with_its_command():
     text = format_status(
         {
             "spark-1": [Row("gpu", OK, "NVIDIA GB10, 41 C"), Row("memory", WARN, "low")],
-            "spark-2": [Row("gpu", FAIL, "no GPU")],
+            "spark-2": [Row("gpu", FAIL, "no GPU"), Row("rail 1", FAIL, "DOWN")],
         }
     )
     assert text.splitlines() == [
         "--> Status (read-only; nothing was changed):",
+        "    CHECK   spark-1  spark-2",
+        "    gpu     ok       FAIL",
+        "    rail 1           FAIL",
+        "    memory  WARN",
+        "",
         "    SPARK    CHECK   STATE  DETAIL",
-        "    spark-1  gpu     ok     NVIDIA GB10, 41 C",
-        "             memory  WARN   low",
+        "    spark-1  memory  WARN   low",
         "    spark-2  gpu     FAIL   no GPU",
-        "    2 Spark(s): 1 FAIL, 1 WARN",
+        "                            explained by: pyinfra -y inventory.py diagnose.py --limit "
+        "spark-2",
+        "    spark-2  rail 1  FAIL   DOWN",
+        "                            explained by: on the Spark: nmcli -f NAME,DEVICE,STATE "
+        "connection show; ip -br addr; rdma link",
+        "    2 Spark(s): 2 FAIL (spark-2: gpu, rail 1), 1 WARN (spark-1: memory)",
     ]
-    assert format_status({"spark-1": [Row("gpu", OK, "x")]}).endswith("1 Spark(s): all ok")
+
+
+EIGHT = {
+    f"spark-{n}": [
+        Row("gpu", OK, "NVIDIA GB10"),
+        Row("unit", OK, "spark-engine-vllm.service active"),
+        Row("unit", FAIL if n == 8 else OK, "spark-engine-vllm-ray.service inactive"),
+        Row("engine", OK if n == 1 else NONE, "ready" if n == 1 else f"rank {n - 1} of 8"),
+    ]
+    for n in range(1, 9)
+}
+
+
+def test_eight_sparks_are_eight_columns_with_only_the_failure_detailed():
+    lines = format_status(EIGHT).splitlines()
+    assert lines[1].split() == ["CHECK", *(f"spark-{n}" for n in range(1, 9))]
+    assert lines[2].split() == ["gpu", *["ok"] * 8]
+    assert lines[3].split() == ["unit", "1", *["ok"] * 8]
+    assert lines[4].split() == ["unit", "2", *["ok"] * 7, "FAIL"]
+    assert lines[5].split() == ["engine", "ok", *["-"] * 7]
+    assert lines[7].split()[:4] == ["SPARK", "CHECK", "STATE", "DETAIL"]
+    assert "spark-8  unit 2  FAIL   spark-engine-vllm-ray.service inactive" in lines[8]
+    assert lines[9].strip() == ("explained by: pyinfra -y inventory.py diagnose.py --limit spark-8")
+    assert lines[-1] == "    8 Spark(s): 1 FAIL (spark-8: unit 2)"
+    assert max(len(line) for line in lines[:6]) < 100  # eight columns fit a terminal
+
+
+def test_a_check_only_some_sparks_have_follows_its_place():
+    sections = {
+        "a": [Row("gpu", OK, ""), Row("engine", OK, "")],
+        "b": [Row("gpu", OK, ""), Row("rail 1", OK, ""), Row("engine", NONE, "")],
+    }
+    assert check_order(sections) == ["gpu", "rail 1", "engine"]
+    assert labels([Row("unit", OK, ""), Row("gpu", OK, ""), Row("unit", OK, "")]) == [
+        "unit 1",
+        "gpu",
+        "unit 2",
+    ]
+
+
+def test_json_has_every_row_the_failed_sparks_and_their_commands():
+    said = json.loads(status_json(EIGHT))
+    assert list(said["sparks"]) == list(EIGHT)
+    assert said["sparks"]["spark-1"][0] == {"check": "gpu", "state": "ok", "detail": "NVIDIA GB10"}
+    [failed] = [row for row in said["sparks"]["spark-8"] if row["state"] == FAIL]
+    assert failed["check"] == "unit 2"
+    assert failed["explained_by"] == "pyinfra -y inventory.py diagnose.py --limit spark-8"
+    assert said["fail"] == ["spark-8"] and said["warn"] == []
+    assert said["verdict"] == "8 Spark(s): 1 FAIL (spark-8: unit 2)"
+
+
+def test_each_failing_check_names_the_command_that_explains_it():
+    assert explained_by("link test", "s") == "pyinfra -y inventory.py linktest.py"
+    assert explained_by("rail 2", "s").startswith("on the Spark: nmcli")
+    assert explained_by("roce gid", "s").startswith("on the Spark: nmcli")
+    assert explained_by("driver", "s").startswith("pyinfra inventory.py deploy.py --limit s --dry")
+    assert explained_by("status", "s") == "pyinfra -y inventory.py status.py --limit s -v"
+    for check in ("gpu", "unit 1", "engine", "config", "gpu holder"):
+        assert explained_by(check, "s") == "pyinfra -y inventory.py diagnose.py --limit s"
 
 
 @pytest.mark.parametrize(
@@ -305,3 +393,16 @@ def test_table_names_each_spark_once_and_counts_what_needs_a_look():
 )
 def test_aligned(rows, text):
     assert aligned(rows) == text
+
+
+def test_the_run_prints_the_matrix_and_writes_the_json_where_asked(tmp_path, monkeypatch):
+    host = spark(**harness.MODEL, engine={"name": "sglang"})
+    run_store(host.state).results[(host.name, STATUS)] = status()
+    where = tmp_path / "status.json"
+    monkeypatch.setenv(JSON_ENV, str(where))
+    with ctx_state.use(host.state):
+        text = report()
+    said = json.loads(where.read_text())
+    assert list(said["sparks"]) == [host.name]
+    assert text.splitlines()[1].split() == ["CHECK", host.name]
+    assert text.splitlines()[-1] == f"    {said['verdict']}"

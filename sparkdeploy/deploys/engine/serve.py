@@ -47,10 +47,13 @@ from sparkdeploy.facts.host_state import HostState, host_state
 from sparkdeploy.knowledge.signatures import diagnose
 from sparkdeploy.render import file_text, render
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.access import api_access
+from sparkdeploy.reports.failures import SparkFailed, diagnose_command, expected
 
 HEALTH_TIMEOUT = 1800  # a pair loading 118 GB and capturing CUDA graphs takes ~15 min
 
 
+@expected("health check")
 def _check_health(
     state, host, unit: str, words: list[str], nccl: bool = False, keep: Keep | None = None
 ) -> None:
@@ -60,7 +63,10 @@ def _check_health(
     one, and one that fails is replaced by the last good one, which must then pass."""
     ok, output = host.run_shell_command(StringCommand(ENGINE_HEALTH, *words), _sudo=True)
     if not ok:
-        raise OperationError(_unhealthy(host, unit, output.output, keep))
+        raise SparkFailed(
+            _unhealthy(host, unit, output.output, keep),
+            then=(diagnose_command(host.name), f"journalctl -u {unit} -n 300   (on the Spark)"),
+        )
     said = [line for line in output.stdout.strip().splitlines() if " waiting for " not in line]
     for line in said[-2:] if nccl else said[-1:]:  # NCCL's network, then ready
         logger.info(f"{host.print_prefix}{line}")
@@ -186,6 +192,7 @@ def _judge_image(plan: EnginePlan, reading: dict) -> None:
         )
 
 
+@expected("image check")
 def _read_and_judge(state, host, plan: EnginePlan) -> None:
     """The image was fetched in this run: read what spark-fetch read from it, then judge."""
     command = (
@@ -494,3 +501,6 @@ def serve_model() -> None:
     # link_test_before_start: prove the link once, before a pair's units first start.
     link_test_before_start(plan, spark, host.data.place)
     start_services(plan, changes, keep, gpu_holder(spark, state))
+    reach = api_access(spark, plan)
+    if reach:  # printed at the end of a run in which this Spark did not fail
+        notices.add(host.name, reach, logging.INFO)

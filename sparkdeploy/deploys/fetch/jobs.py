@@ -55,6 +55,7 @@ from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import HostState, host_state
 from sparkdeploy.knowledge.images import reading_script
 from sparkdeploy.render import file_text
+from sparkdeploy.reports.failures import expected
 
 POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip each)
 # The head serves the copies on this TCP port of its fabric address: away from the engines'
@@ -380,6 +381,7 @@ class Copies:
         ]  # fmt: skip
 
 
+@expected("fetch", then=("journalctl -u 'spark-fetch@*' -n 100   (on the Spark)",))
 def _fetch(
     state,
     host,

@@ -19,6 +19,7 @@ from sparkdeploy.deploys.host.drm import REASON as DRM_REASON
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.preflight import preflight
 from sparkdeploy.reports import notices
+from sparkdeploy.reports.failures import expected
 
 
 @contextmanager
@@ -33,6 +34,10 @@ def _quiet_paramiko():
         transport.setLevel(level)
 
 
+@expected(
+    "reboot",
+    then=("the Spark's console (it does not answer SSH), then: pyinfra inventory.py deploy.py",),
+)
 def _wait_for_new_boot(state, host, timeout: int, interval: float) -> None:
     with _quiet_paramiko():
         _reconnect_after_boot(host, timeout, interval)

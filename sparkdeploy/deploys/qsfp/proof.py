@@ -38,6 +38,7 @@ from sparkdeploy.facts.network import (
 )
 from sparkdeploy.facts.roce import RailGid, check_gids
 from sparkdeploy.facts.store import run_store
+from sparkdeploy.reports.failures import expected, status_command
 
 PROOF_TIMEOUT = 20  # seconds for fresh addresses to answer and GID tables to be rebuilt
 PROVEN = "qsfp-proven"  # the run store's result key: what the proof found on a host
@@ -117,6 +118,7 @@ def prove_at_planning() -> None:
     record(host, found)
 
 
+@expected("QSFP proof", then=(status_command("{host}") + "   (its rails and RoCE GIDs)",))
 def prove_now(state, host) -> None:
     """The proof at execution, after this run's changes: retried while fresh addresses
     settle and the kernel rebuilds the GID tables."""
