@@ -22,6 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"escape", "knowledge"},
     "engine_plan": {"config", "knowledge"},
     "inventory": {"config", "engine_plan"},
+    # pyinfra's command-line overrides (--data, --ssh-*) judged against the inventory's keys,
+    # by the inventory entry before anything connects.
+    "overrides": {"config"},
     # What is read on a Spark and what it means (commands, parsers, findings): shared by the
     # facts (over SSH) and the MCP server (on the Spark).
     "readings": {"escape", "knowledge"},
