@@ -76,9 +76,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser().parse_args(argv)
-    if arguments.command == "check":
+    if arguments.command != "check":
+        return run_pyinfra(arguments.command, arguments.inventory, arguments.pyinfra_args)
+    try:
         return check(arguments.inventory, online=arguments.online)
-    return run_pyinfra(arguments.command, arguments.inventory, arguments.pyinfra_args)
+    except BrokenPipeError:  # `spark-deploy check ... | head`: the reader left, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 # -- check ------------------------------------------------------------------------------------
@@ -142,7 +146,7 @@ def pyinfra_command(command: str, inventory: str, extra: Sequence[str]) -> list[
     """pyinfra's command line for ``command``: the packaged inventory and deploy file."""
     beside = shutil.which("pyinfra", path=os.path.dirname(sys.executable))  # this venv's
     pyinfra = beside or shutil.which("pyinfra")
-    program = [pyinfra] if pyinfra else [sys.executable, "-m", "pyinfra_cli"]
+    program = [pyinfra] if pyinfra else [sys.executable, "-m", "pyinfra"]
     return [*program, *extra, str(entry_path("inventory")), str(entry_path(command))]
 
 

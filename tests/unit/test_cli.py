@@ -77,6 +77,24 @@ def test_check_says_what_changes_security(tmp_path: Path, capsys: pytest.Capture
     assert "host key is never checked" in out
 
 
+def test_check_lists_the_gb10_rules_that_may_apply_when_the_model_is_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """No config.json in the local cache and no request to the Hub: the rules scoped to a
+    model class are listed apart, with why the class is unknown."""
+    inventory = tmp_path / "sparks.yml"
+    inventory.write_text(
+        "sparks:\n  s1:\n    ssh_host: a\n    ssh_user: nvidia\n    model_repo: org/none\n"
+        "    engine:\n      name: vllm\n      args: {--attention-backend: TRITON_MLA}\n"
+    )
+    assert cli.check(str(inventory), environ={}) == 0
+    out = capsys.readouterr().out
+    rules = out.split("GB10 rules that may apply (the model's class could not be read):\n")[1]
+    assert "[vllm-mla-backend-non-mla-model]" in rules.split("\n\n")[0]
+    assert "HF_HUB_OFFLINE: local cache only" in rules
+    assert "--attention-backend TRITON_MLA" in out.split("ExecStart=")[1].splitlines()[0]
+
+
 def test_the_environment_is_printed_with_its_secrets_redacted():
     """The loader refuses secrets in engine.env; what reaches the plan is redacted anyway."""
     inventory = load_inventory(str(EXAMPLE))
