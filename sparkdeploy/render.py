@@ -1,6 +1,7 @@
 """
-Text the deploy writes: the project's jinja2 templates (templates/, one environment for
-all of them), the files shipped as they are (files/), and aligned text tables.
+Text the deploy writes: the project's jinja2 templates (sparkdeploy/templates/, one
+environment for all of them), the files shipped as they are (sparkdeploy/files/), and
+aligned text tables.
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from sparkdeploy import __version__
 from sparkdeploy.escape import FILTERS
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "templates"
-FILES = ROOT / "files"
+PACKAGE = Path(__file__).resolve().parent  # templates/ and files/ travel inside the package
+TEMPLATES = PACKAGE / "templates"
+FILES = PACKAGE / "files"
+
+# The first words of every file the deploy writes, with the release that wrote it. A Spark
+# recognises the deploy's files by the words before the release (config/paths.py
+# MANAGED_HEADER, which files of older releases carry too); a new release rewrites each file
+# once, two runs of one release write the same bytes.
+UNSTAMPED = "# Managed by spark-deploy"
+STAMP = f"{UNSTAMPED} {__version__}"
 
 _environment = Environment(
     loader=FileSystemLoader(TEMPLATES),
@@ -24,6 +33,7 @@ _environment = Environment(
     autoescape=False,
 )
 _environment.filters.update(FILTERS)  # one escape per destination: sparkdeploy/escape.py
+_environment.globals["managed"] = STAMP  # the templates' first line: {{ managed }}: ...
 
 
 def render(name: str, **values: Any) -> str:
@@ -32,8 +42,15 @@ def render(name: str, **values: Any) -> str:
 
 
 def file_text(name: str) -> str:
-    """A file shipped as is from files/."""
-    return (FILES / name).read_text()
+    """A file shipped as is from files/, stamped: its own header line made STAMP, or STAMP
+    added as a comment after the ``#!`` line (first, without one)."""
+    text = (FILES / name).read_text()
+    if text.startswith(UNSTAMPED + ":"):
+        return STAMP + text[len(UNSTAMPED) :]
+    if text.startswith("#!"):
+        shebang, _, rest = text.partition("\n")
+        return f"{shebang}\n{STAMP}\n{rest}"
+    return f"{STAMP}\n{text}"
 
 
 def aligned(rows: Sequence[Sequence[str]], indent: str = "") -> str:

@@ -30,6 +30,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         os.environ[harness.NAMESPACE_ENV] = f"{harness.namespace()[:28]}-{worker}"
     config.addinivalue_line("markers", "twins: needs a Docker engine to boot Spark twins")
+    config.addinivalue_line("markers", "slow: a unit test of several seconds (a wheel built)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

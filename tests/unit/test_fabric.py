@@ -24,11 +24,11 @@ from sparkdeploy.knowledge.fabric import capabilities, container_options, rdma_o
 from sparkdeploy.knowledge.flags import available_versions, unread_env
 from sparkdeploy.knowledge.profiles import profile, scoped
 from sparkdeploy.knowledge.signatures import diagnose
+from sparkdeploy.render import FILES, TEMPLATES
 from tests.unit.test_engine_profiles import settings_for
 from tests.unit.test_engine_units import exec_start, inventory, units
 from tests.unit.test_ops_engine import UNIT, serving_with
 
-ROOT = Path(__file__).resolve().parents[2]
 JOURNALS = Path(__file__).parent / "fixtures" / "journals"
 RDMA_WORDS = ("--device=/dev/infiniband", "--ulimit=memlock=-1:-1")
 HEAD = MultiNode(
@@ -243,7 +243,7 @@ def test_the_profile_says_why_the_switch_is_safe():
 
 
 def test_nccl_env_and_the_profiles_share_no_variable():
-    template = (ROOT / "templates" / "nccl.env.j2").read_text()
+    template = (TEMPLATES / "nccl.env.j2").read_text()
     host_facts = set(re.findall(r"(?:^|%\})([A-Z][A-Z0-9_]*)=", template, re.MULTILINE))
     assert host_facts == {
         "NCCL_IB_HCA",
@@ -263,7 +263,7 @@ def test_nccl_env_and_the_profiles_share_no_variable():
 
 def load_health():
     sys.dont_write_bytecode = True
-    path = ROOT / "files" / "spark-engine-health"
+    path = FILES / "spark-engine-health"
     loader = importlib.machinery.SourceFileLoader("spark_engine_health", str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None

@@ -17,12 +17,12 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from sparkdeploy.render import FILES
 
 
 def load_job(jobs: Path) -> ModuleType:
     os.environ["SPARK_FETCH_JOBS"] = str(jobs)
-    spec = importlib.util.spec_from_file_location("fetch_job", ROOT / "files" / "fetch_job.py")
+    spec = importlib.util.spec_from_file_location("fetch_job", FILES / "fetch_job.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -186,7 +186,7 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (folder / ".cache" / "huggingface" / "x.metadata").write_text("hf's own")
     (folder / job.MARKER).write_text("o/m@main\n")
     check = tmp_path / "spark-model-check"
-    check.write_text(f'#!/bin/sh\nexec {sys.executable} {ROOT / "files" / "model_check.py"} "$@"\n')
+    check.write_text(f'#!/bin/sh\nexec {sys.executable} {FILES / "model_check.py"} "$@"\n')
     check.chmod(0o755)
     monkeypatch.setattr(job, "IDLE", 3)
     port = free_port()

@@ -43,6 +43,8 @@ ALLOWED: dict[str, set[str]] = {
         "readings",
         "render",
     },
+    # The Spark's own scripts, shipped as they are (package data that happens to be Python).
+    "files": set(),
     "deploys": {
         "agent",
         "config",
@@ -55,6 +57,10 @@ ALLOWED: dict[str, set[str]] = {
         "render",
         "reports",
     },
+    # The files pyinfra runs (the deploy's table of contents, the inventory, the read-only
+    # tools) and the spark-deploy command, which checks offline and then hands them to pyinfra.
+    "entry": {"config", "deploys", "inventory", "reports"},
+    "cli": {"config", "deploys", "engine_plan", "entry", "escape", "inventory"},
 }
 # Modules that must not touch pyinfra: the plan is made before any connection, and the MCP
 # server runs them on the Spark, where pyinfra is not installed.
@@ -228,10 +234,10 @@ def test_config_knows_no_plans_shape():
 
 
 def test_what_is_shipped_with_spark_fetch_needs_only_python():
-    """files/fetch_spec.py (the job specs, imported by the deploy too) and spark-fetch: the
+    """sparkdeploy/files/fetch_spec.py (the job specs, imported by the deploy too) and spark-fetch: the
     Spark's python3 and nothing else; DOCKER defined once, in the spec module."""
     for name in ("fetch_job.py", "fetch_spec.py"):
-        tree = ast.parse((ROOT / "files" / name).read_text())
+        tree = ast.parse((PACKAGE / "files" / name).read_text())
         modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                    for alias in node.names}  # fmt: skip
         modules |= {
@@ -239,8 +245,8 @@ def test_what_is_shipped_with_spark_fetch_needs_only_python():
         }
         tops = {module.split(".")[0] for module in modules} - {"__future__", "fetch_spec"}
         assert tops <= sys.stdlib_module_names, (name, tops - sys.stdlib_module_names)
-    spec = (ROOT / "files" / "fetch_spec.py").read_text()
+    spec = (PACKAGE / "files" / "fetch_spec.py").read_text()
     assert (
         spec.count("DOCKER = ") == 1
-        and "DOCKER = " not in (ROOT / "files" / "fetch_job.py").read_text()
+        and "DOCKER = " not in (PACKAGE / "files" / "fetch_job.py").read_text()
     )

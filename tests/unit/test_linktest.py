@@ -49,7 +49,9 @@ from tests.twins import harness
 from tests.unit.samples import docstring_sample
 
 ROOT = Path(__file__).resolve().parents[2]
-LOADER = SourceFileLoader("spark_link_test", str(ROOT / "files" / "spark-link-test"))
+LOADER = SourceFileLoader(
+    "spark_link_test", str(ROOT / "sparkdeploy" / "files" / "spark-link-test")
+)
 SPEC = spec_from_loader(LOADER.name, LOADER)
 assert SPEC is not None
 script = module_from_spec(SPEC)

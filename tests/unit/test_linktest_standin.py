@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkdeploy.render import FILES
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "files" / "spark-link-test"
+SCRIPT = FILES / "spark-link-test"
 PYLIB = ROOT / "tests" / "twins" / "standins" / "engine" / "pylib"
 PREFIX = "spark-link-test-result "
 RDMA = {"SPARK_TWIN_DEVICES": "/dev/infiniband", "SPARK_TWIN_ULIMITS": "memlock=-1:-1"}

@@ -7,7 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-FILES = Path(__file__).resolve().parents[2] / "files"
+from sparkdeploy.render import FILES
+
 GIB_KB = 1024 * 1024
 
 

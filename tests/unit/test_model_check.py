@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CHECK = Path(__file__).resolve().parents[2] / "files" / "model_check.py"
+CHECK = Path(__file__).resolve().parents[2] / "sparkdeploy" / "files" / "model_check.py"
 WANT = "org/model@main"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from sparkdeploy.deploys.engine.serve import (
     serving,
 )
 from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.render import STAMP, TEMPLATES
 from tests.unit.operations import Outcome, given, host_state, run, spark
 from tests.unit.test_engine_clusters import plan as plan_cluster
 
@@ -203,8 +203,9 @@ def test_the_templates_that_write_into_shared_folders_start_with_the_header():
     ]
     assert all(text.startswith(MANAGED_HEADER) for text in texts)
     for name in ("engine.service.j2", "gpu-service.service.j2"):
-        first = (Path(__file__).parents[2] / "templates" / name).read_text().splitlines()[0]
-        assert first.startswith(MANAGED_HEADER), name
+        first = (TEMPLATES / name).read_text().splitlines()[0]
+        assert first.startswith("{{ managed }}"), name  # render.STAMP
+    assert STAMP.startswith(MANAGED_HEADER)
 
 
 def test_the_admins_file_left_in_place_is_said_once():

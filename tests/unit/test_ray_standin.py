@@ -23,7 +23,9 @@ from tests.unit.test_engine_standin import (  # the same docker stand-in harness
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = ROOT / "tests" / "twins" / "standins" / "engine"
-RAY_WAIT_LOADER = SourceFileLoader("spark_ray_wait", str(ROOT / "files" / "spark-ray-wait"))
+RAY_WAIT_LOADER = SourceFileLoader(
+    "spark_ray_wait", str(ROOT / "sparkdeploy" / "files" / "spark-ray-wait")
+)
 RAY_WAIT_SPEC = spec_from_loader(RAY_WAIT_LOADER.name, RAY_WAIT_LOADER)
 if RAY_WAIT_SPEC is None:
     raise ImportError(f"cannot load {RAY_WAIT_LOADER.path}")

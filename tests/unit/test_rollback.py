@@ -30,7 +30,7 @@ from tests.unit.samples import docstring_sample
 from tests.unit.test_engine_files import FILES, inventory, laptop, plan  # noqa: F401 -- fixture
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "files" / "spark-engine-rollback"
+SCRIPT = ROOT / "sparkdeploy" / "files" / "spark-engine-rollback"
 UNIT = "spark-engine-sglang.service"
 WORDS = ["--port", "30000", "--unit", UNIT, "--timeout", "1800"]
 

@@ -30,9 +30,10 @@ from urllib.parse import urlsplit
 import pytest
 from huggingface_hub import HfApi
 
+from sparkdeploy.render import FILES
 from tests.unit.standin_hub import hf_environment, load, running_hub
 
-MODEL_CHECK = Path(__file__).resolve().parents[2] / "files" / "model_check.py"
+MODEL_CHECK = FILES / "model_check.py"
 HF_CLI = Path(sys.executable).parent / "hf"
 # What the deploy installs on the Spark, and whose download behaviour these tests record.
 HF_VERSION = "2.4.0"

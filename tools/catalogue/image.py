@@ -4,7 +4,7 @@ Build an image's flag list on any machine with docker (``make catalogue IMAGE=..
     python -m tools.catalogue --image IMAGE [--engine sglang|vllm] [--out DIR]
 
 The image is read exactly as spark-fetch reads it on the Spark after the pull: the same
-function (files/fetch_job.py ``read_image``, loaded from that file as the Spark runs it) runs
+function (sparkdeploy/files/fetch_job.py ``read_image``, loaded from that file as the Spark runs it) runs
 the same script (knowledge/images.py ``reading_script``: the engine's release, whether it has
 `ray`, its server's --help) in a container without network, and parses the flags the same
 way. The image is pulled first when docker does not have it. The list is written to
@@ -29,8 +29,9 @@ from typing import Any
 
 from sparkdeploy.knowledge.image_catalogues import IMAGE_CATALOGUES_DIR, catalogue_file_name
 from sparkdeploy.knowledge.images import ENGINES, engine_of, images, reading_script
+from sparkdeploy.render import FILES
 
-FETCH_JOB = Path(__file__).resolve().parents[2] / "files" / "fetch_job.py"
+FETCH_JOB = FILES / "fetch_job.py"
 
 
 class ImageCatalogueError(RuntimeError):
@@ -38,7 +39,7 @@ class ImageCatalogueError(RuntimeError):
 
 
 def fetch_job(docker: str) -> ModuleType:
-    """files/fetch_job.py loaded as a file (as the Spark runs it), talking to ``docker``."""
+    """sparkdeploy/files/fetch_job.py loaded as a file (as the Spark runs it), talking to ``docker``."""
     spec = importlib.util.spec_from_file_location("fetch_job", FETCH_JOB)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,166 @@
+"""
+The spark-deploy command, for an installed package (`pip install .`, pipx, uv tool):
+
+    spark-deploy check INVENTORY            # offline: validate and print the plan, no SSH
+    spark-deploy deploy INVENTORY [pyinfra options...]
+    spark-deploy status INVENTORY [pyinfra options...]
+    spark-deploy diagnose INVENTORY [pyinfra options...]
+    spark-deploy linktest INVENTORY [pyinfra options...]
+    spark-deploy --version
+
+``check`` validates with the loader the pyinfra inventory uses (the model's class read from
+the local Hugging Face cache only, unless --online) and prints per Spark what the deploy
+would write: each engine unit's ExecStart line, the container's environment (secrets
+redacted), the warnings, the security summary and the GB10 rules that may apply because the
+model's class could not be read. The other commands run pyinfra with the packaged inventory
+and deploy files (sparkdeploy/entry/) and SPARK_INVENTORY set; the words after INVENTORY
+are pyinfra's (``-y``, ``--limit spark-1``, ``--dry``...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from sparkdeploy import __version__
+from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.model_source import read_model_class
+from sparkdeploy.config.paths import CONTAINER_ENV
+from sparkdeploy.config.security import security_summary
+from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.deploys.engine.units import unit_text
+from sparkdeploy.engine_plan.plan import EnginePlan
+from sparkdeploy.entry import path as entry_path
+from sparkdeploy.escape import redact
+from sparkdeploy.inventory import Inventory, load_inventory
+
+INVALID = 2  # the inventory cannot be deployed (as inventory.py exits)
+# The commands that run pyinfra, each with the packaged file of its name (sparkdeploy/entry/).
+PYINFRA_COMMANDS = {
+    "deploy": "prepare the Sparks (pyinfra inventory.py deploy.py)",
+    "status": "the state of every Spark in one table, changing nothing",
+    "diagnose": "the engines' journals and kernel log against the known GB10 failures",
+    "linktest": "prove the link between the Sparks of a pair or cluster",
+}
+# What a GB10 rule scoped to a model class says when the class is unknown (engine_plan/rules.py).
+MAY_APPLY = "applies if the model"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: check, and the pyinfra runs, each taking the inventory YAML."""
+    top = argparse.ArgumentParser(
+        prog="spark-deploy", description="Prepare NVIDIA DGX Sparks to serve LLMs."
+    )
+    top.add_argument("--version", action="version", version=f"spark-deploy {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser("check", help="validate the inventory and print the plan, offline")
+    check.add_argument("inventory", metavar="INVENTORY", help="the inventory YAML")
+    check.add_argument(
+        "--online",
+        action="store_true",
+        help="read each model's config.json from the Hub when the local cache lacks it",
+    )
+    for name, text in PYINFRA_COMMANDS.items():
+        command = commands.add_parser(name, help=text, description=text)
+        command.add_argument("inventory", metavar="INVENTORY", help="the inventory YAML")
+        command.add_argument(
+            "pyinfra_args", nargs=argparse.REMAINDER, metavar="...", help="pyinfra's options"
+        )
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = parser().parse_args(argv)
+    if arguments.command != "check":
+        return run_pyinfra(arguments.command, arguments.inventory, arguments.pyinfra_args)
+    try:
+        return check(arguments.inventory, online=arguments.online)
+    except BrokenPipeError:  # `spark-deploy check ... | head`: the reader left, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+# -- check ------------------------------------------------------------------------------------
+
+
+def check(path: str, online: bool = False, environ: Mapping[str, str] | None = None) -> int:
+    """Validate ``path`` as the pyinfra inventory does and print the plan; 0, or 2 with the
+    loader's message when it is invalid."""
+    environ = os.environ if environ is None else environ
+    offline = {} if online else {"HF_HUB_OFFLINE": "1"}  # the local cache only, no request
+    reader = functools.partial(read_model_class, environ={**environ, **offline})
+    try:
+        inventory = load_inventory(path, reader)
+    except InventoryError as error:
+        print(error, file=sys.stderr)
+        return INVALID
+    print(plan_text(inventory, environ))
+    return 0
+
+
+def plan_text(inventory: Inventory, environ: Mapping[str, str]) -> str:
+    """The plan per Spark, then the warnings, the rules that may apply and the security
+    summary, as ``check`` prints them."""
+    lines = [f"{inventory.path}: valid, {len(inventory.sparks)} Spark(s)"]
+    for name, spark in inventory.sparks.items():
+        lines += ["", f"{name} ({spark.ssh_host})"]
+        plan = inventory.engine_plans.get(name)
+        lines += engine_lines(plan, spark) if plan is not None else ["  no engine"]
+    rules = [w for w in inventory.warnings if MAY_APPLY in w]
+    others = [w for w in inventory.warnings if MAY_APPLY not in w]
+    lines += section("warnings", others)
+    lines += section("GB10 rules that may apply (the model's class could not be read)", rules)
+    summary = security_summary(inventory.sparks, environ)
+    lines += ["", summary] if summary else ["", "Security settings: the defaults."]
+    return "\n".join(lines)
+
+
+def engine_lines(plan: EnginePlan, spark: SparkSettings) -> list[str]:
+    """Each unit of ``plan`` with its ExecStart line as the unit file holds it, then the
+    container's environment with its secrets redacted."""
+    release = f" {plan.version}" if plan.version else ""
+    lines = [f"  engine {plan.engine}{release}, image {plan.image}, port {plan.port}"]
+    env_file = CONTAINER_ENV.format(name=plan.name)
+    for service in plan.services:
+        text = unit_text(plan, service, spark, env_file)
+        starts = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+        lines += [f"  unit {service.unit}:", *(f"    {redact(line)}" for line in starts)]
+    lines.append(f"  environment ({env_file}):")
+    lines += [f"    {redact(f'{key}={value}')}" for key, value in plan.env] or ["    (none)"]
+    return lines
+
+
+def section(title: str, items: Sequence[str]) -> list[str]:
+    return ["", f"{title}:", *(f"  - {item}" for item in items)] if items else []
+
+
+# -- the pyinfra runs -------------------------------------------------------------------------
+
+
+def pyinfra_command(command: str, inventory: str, extra: Sequence[str]) -> list[str]:
+    """pyinfra's command line for ``command``: the packaged inventory and deploy file."""
+    beside = shutil.which("pyinfra", path=os.path.dirname(sys.executable))  # this venv's
+    pyinfra = beside or shutil.which("pyinfra")
+    program = [pyinfra] if pyinfra else [sys.executable, "-m", "pyinfra"]
+    return [*program, *extra, str(entry_path("inventory")), str(entry_path(command))]
+
+
+def run_pyinfra(command: str, inventory: str, extra: Sequence[str]) -> int:
+    """Run pyinfra for ``command`` on the Sparks of ``inventory``; its exit status."""
+    if not os.path.isfile(inventory):
+        print(f"{inventory}: no such inventory file", file=sys.stderr)
+        return INVALID
+    environ = {**os.environ, "SPARK_INVENTORY": os.path.abspath(inventory)}
+    try:
+        return subprocess.call(pyinfra_command(command, inventory, extra), env=environ)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
