@@ -33,12 +33,14 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-# Tests run in parallel (pytest-xdist): a whole file per worker, so a scenario's twins stay
-# with it; each worker boots its twins in a namespace of its own (tests/conftest.py). The
-# scenarios mostly wait on booting twins and deploys, so more workers than cores pays.
+# Tests run in parallel (pytest-xdist): a whole test class per worker (`loadscope`; tests
+# outside a class go by module), so a scenario's twins, made once per class, stay with it and
+# the classes of one file spread over the workers; each worker boots its twins in a namespace
+# of its own (tests/conftest.py). The scenarios mostly wait on booting twins and deploys, so
+# more workers than cores pays.
 JOBS ?= 4
 test: setup lint docker
-	$(PY) -m pytest -n $(JOBS) --dist loadfile
+	$(PY) -m pytest -n $(JOBS) --dist loadscope
 
 unit: setup
 	$(PY) -m pytest -m "not twins" -n $(shell nproc)

@@ -59,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     # The files pyinfra runs (the deploy's table of contents, the inventory, the read-only
     # tools) and the spark-deploy command, which checks offline and then hands them to pyinfra.
-    "entry": {"config", "deploys", "inventory", "reports"},
+    "entry": {"config", "deploys", "inventory", "overrides", "reports"},
     "cli": {"config", "deploys", "engine_plan", "entry", "escape", "inventory"},
 }
 # Modules that must not touch pyinfra: the plan is made before any connection, and the MCP
