@@ -204,7 +204,12 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
                 break
         time.sleep(0.05)
     yield folder, port, str(check), str(token)
+    # The server stops once idle; rather than wait out IDLE, make any request the last one.
+    monkeypatch.setattr(job, "IDLE", 0)
+    with socket.socket() as poke:
+        poke.connect_ex(("127.0.0.1", port))
     server.join(timeout=10)
+    assert not server.is_alive()
 
 
 TOKEN = "a-random-token-of-this-run"
