@@ -42,6 +42,7 @@ from sparkdeploy.config.trust import ApiKeyVariable, mount_source_problem, overl
 from sparkdeploy.config.values import (
     ENV_NAME,
     AbsolutePath,
+    LauncherWord,
     ServedName,
     Text,
     UnitName,
@@ -192,6 +193,13 @@ class EngineSettings(BaseModel):
         "image decides the flags (docs/engines.md). Default: the image family's in "
         "sparkdeploy/knowledge/images.yaml; `command`, with a warning, for an image of no "
         "known family.",
+    )
+    launcher_words: list[LauncherWord] = Field(
+        default_factory=list,
+        description="With `launch: image`: the words the image's own launcher takes before "
+        "engine.args, in order (a subcommand such as `run` for a `boot.py run`-style "
+        "wrapper, or a positional `{model}`), with the same `{...}` placeholders filled in. "
+        "Plain words only; flags go in engine.args.",
     )
     args: dict[str, ArgValue | None] = Field(
         default_factory=dict,

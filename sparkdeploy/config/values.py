@@ -136,6 +136,21 @@ def _matching(pattern: re.Pattern[str], what: str):
     return check
 
 
+LAUNCHER_WORD = re.compile(r"[A-Za-z0-9_.,:/@+={}][A-Za-z0-9_.,:/@+={}-]*")
+
+
+def launcher_word(value: str) -> str:
+    """A word an image's own launcher takes before the flags (``run``, ``serve``, ``boot.py``,
+    a ``{model}`` placeholder): one plain word that is not a flag (flags go in engine.args)."""
+    plain_text(value)
+    if not LAUNCHER_WORD.fullmatch(value):
+        raise ValueError(
+            "must be one plain word (letters, digits and _ . , : / @ + = { } -), not starting "
+            "with '-': flags go in engine.args"
+        )
+    return value
+
+
 def user_name(value: str) -> str:
     """A Linux user name as Ubuntu allows it: no `ALL`, `%group`, list or rule."""
     return _matching(
@@ -255,3 +270,4 @@ UnitName = Annotated[str, AfterValidator(unit_name)]
 ImageReference = Annotated[str, AfterValidator(image_reference)]
 HubUrl = Annotated[str, AfterValidator(hf_endpoint)]
 ServedName = Annotated[str, AfterValidator(served_name)]
+LauncherWord = Annotated[str, AfterValidator(launcher_word)]

@@ -1,6 +1,7 @@
 """
 ``engine.launch: image``: the image's own ENTRYPOINT (a launcher of its own, such as a
-`boot.py run`-style wrapper or a fork's server) runs with engine.args as its arguments and
+`boot.py run`-style wrapper or a fork's server) runs with engine.launcher_words (its
+subcommand or positional words, plain words only) and engine.args as its arguments and
 nothing of the deploy's making: no GB10 profile flags, no model, address or port flags.
 The deploy fills in what it knows where the operator asks for it (``{model}``, ``{draft}``,
 ``{port}``, ``{bind}``, ``{served_model_name}``) and still checks what it can:
@@ -73,6 +74,13 @@ def plain_argv(args: dict[str, Any]) -> tuple[str, ...]:
         items = [] if value is True else value if isinstance(value, list) else [value]
         words += [json.dumps(item) if isinstance(item, dict) else str(item) for item in items]
     return tuple(words)
+
+
+def image_argv(given: PlanInput, args: dict[str, Any]) -> tuple[str, ...]:
+    """What the image's launcher gets: engine.launcher_words (placeholders filled in), then
+    engine.args as words."""
+    words = _fill(list(given.settings.launcher_words), image_values(given))
+    return (*words, *plain_argv(args))
 
 
 def plan_image_args(given: PlanInput) -> Planned[dict[str, Any]]:

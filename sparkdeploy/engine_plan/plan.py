@@ -24,7 +24,7 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
 from sparkdeploy.engine_plan.effective import MAX_NODES, MultiNode, catalogue_of, multinode_of
-from sparkdeploy.engine_plan.image_launch import plain_argv, plan_image_args
+from sparkdeploy.engine_plan.image_launch import image_argv, plan_image_args
 from sparkdeploy.engine_plan.launch import (
     MODS_SCRIPT,
     RAY_HEAD_CLOSED,
@@ -193,7 +193,7 @@ def plan_engine(
         plan_exposure(given),
     )
     _stop_at(*checked)
-    flags = plain_argv(args.part) if image else tuple(given.catalogue.argv(args.part))
+    flags = image_argv(given, args.part) if image else tuple(given.catalogue.argv(args.part))
     key = plan_api_key(given, flags)
     _stop_at(key, *checked)
     plan = _compose(given, env, rules.part, mounts.part, ranks.part, launch.part, docker.part,

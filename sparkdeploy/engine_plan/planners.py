@@ -164,8 +164,17 @@ def plan_multinode(given: PlanInput) -> Planned[Ranks]:
 def plan_launch(given: PlanInput) -> Planned[Launch]:
     """How the server starts in the image, and a warning when that is a guess."""
     # engine.launch image says itself that the image starts the engine (image_launch.py).
-    warning = None if given.settings.launch == "image" else given.settings.launch_warning()
-    return Planned(launch_of(given.settings), warnings=(warning,) if warning else ())
+    settings = given.settings
+    warning = None if settings.launch == "image" else settings.launch_warning()
+    problems = (
+        ()
+        if settings.launch == "image" or not settings.launcher_words
+        else (
+            "engine.launcher_words: only with engine.launch image (the image's own launcher "
+            "takes them); with `entrypoint` or `command` the deploy writes the command itself",
+        )
+    )
+    return Planned(launch_of(settings), problems, warnings=(warning,) if warning else ())
 
 
 def plan_docker(given: PlanInput) -> Planned[tuple[str, ...]]:

@@ -142,3 +142,33 @@ def test_on_the_spark_the_images_own_flag_list_judges_the_args_and_not_its_relea
         "written. Fix: remove it from engine.args, or choose an image whose launcher has it"
     ]
     assert warnings == []  # the release is the image's business: no catalogue was asked
+
+
+def test_a_launchers_own_words_come_before_the_flags():
+    """A `boot.py run`-style wrapper: its subcommand and a positional model path, then the
+    flags; placeholders are filled in the words too."""
+    plan = inventory(fork(launcher_words=["run", "{model}"])).engine_plans["s1"]
+    assert after_image(plan)[:4] == [
+        "run",
+        "/opt/models/gpt-oss-120b",
+        "--model",
+        "/opt/models/gpt-oss-120b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["--run"], "flags go in engine.args"),
+        (["run now"], "one plain word"),
+        (["$(id)"], "one plain word"),
+        (["hf_" + "a" * 34], "secret"),
+    ],
+)
+def test_a_launcher_word_is_one_plain_word(words: list[str], expected: str):
+    assert expected in refused(fork(launcher_words=words))
+
+
+def test_launcher_words_need_the_images_own_launcher():
+    engine = {"name": "vllm", "launcher_words": ["run"]}
+    assert "engine.launcher_words: only with engine.launch image" in refused(engine)
