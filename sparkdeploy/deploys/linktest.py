@@ -23,6 +23,7 @@ skipped on every Spark and the verdict says it was sized down.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from pyinfra import host, logger, state
 from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, operation
@@ -36,6 +37,7 @@ from sparkdeploy.facts.linktest import LinkTestReady, LinkTestRun, Readiness, Ru
 from sparkdeploy.facts.store import gathered, run_store
 from sparkdeploy.reports import notices
 from sparkdeploy.reports.failures import expected, judged, status_command
+from sparkdeploy.reports.linkchart import result_series, svg_chart
 from sparkdeploy.reports.linktest import SparkRun, format_report, judge, rail_speed
 
 RESULT = "linktest"  # the run store's result key
@@ -133,7 +135,32 @@ def report() -> str:
     plan: EnginePlan | None = target.data.get("engine_plan")
     place: Place = target.data.place
     master = f"{place.head_ip}:{target.data.spark.link_test_port}"
-    return format_report(runs, plan.image if plan else "(no engine image)", master)
+    text = format_report(runs, plan.image if plan else "(no engine image)", master)
+    return text + write_chart(runs, Path.cwd() / f"linktest-{head.name}.svg")
+
+
+def write_chart(runs: list[SparkRun], path: Path) -> str:
+    """Write the SVG chart of the runs' results on the laptop (the results themselves are
+    stored on each Spark); the report's line saying where ("" when no Spark gave one)."""
+    results = [
+        (spark.rank, spark.name, spark.run.result)
+        for spark in sorted(runs, key=lambda spark: spark.rank)
+        if spark.run is not None and spark.run.result is not None
+    ]
+    if not results:
+        return ""
+    first = results[0][2]
+    title = (
+        f"Link test {first.when}: {first.nodes} Sparks, {'passed' if first.passed else 'FAILED'}"
+    )
+    text = svg_chart(
+        result_series([(name, result) for _, name, result in results]), first.min_busbw, title
+    )
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        return f"\n    chart: not written to {path} ({error.strerror})"
+    return f"\n    chart: {path} (bus bandwidth per size, the threshold dashed)"
 
 
 def run_link_test(while_serving: bool = False) -> None:

@@ -12,17 +12,10 @@ from typing import Any
 
 from sparkdeploy.facts.linktest import EXPECTED_SPEED, SWITCH_SPEED, LinkResult, RunOutput
 from sparkdeploy.render import aligned
+from sparkdeploy.reports.linkchart import human, terminal_chart
 
 OK, WARN, FAIL, NONE = "ok", "WARN", "FAIL", "-"
 GIB = 1024**3
-
-
-def human(size: int) -> str:
-    """A size as nccl-tests' arguments write it: 16G, 256M, 64K, 100."""
-    for suffix, unit in (("G", GIB), ("M", 1024**2), ("K", 1024)):
-        if size >= unit and size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return str(size)
 
 
 def rail_speed(interface: str, text: str, sysfs_root: str = "/sys") -> tuple[str, str]:
@@ -139,6 +132,7 @@ def format_report(runs: list[SparkRun], image: str, master: str) -> str:
     shown = next((s for s in runs if s.run is not None and s.run.result is not None), None)
     if shown is not None and shown.run is not None and shown.run.result is not None:
         lines.append(size_table(shown.run.result))
+        lines += terminal_chart(shown.run.result)
     table = [("SPARK", "RANK", "NCCL NETWORK", "RAIL SPEEDS")]
     for spark in runs:
         if spark.refusal:
