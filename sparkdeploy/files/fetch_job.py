@@ -23,6 +23,7 @@ leftovers before it starts. Standard library only: the Spark's own python3.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import http.client
@@ -36,6 +37,7 @@ import pwd
 import re
 import select
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -96,6 +98,60 @@ print(json.dumps({s.rfilename: s.size or 0 for s in info.siblings or []}))
 
 class JobError(Exception):
     """The job cannot go on; the message says why and what to do."""
+
+
+class TransientError(JobError):
+    """The job cannot go on because the network failed it (a connection dropped mid-file):
+    run again after a pause, it may well finish."""
+
+
+class WaitedOut(JobError):
+    """The job waited as long as the deploy allows (fetch_timeout): never run again by
+    systemd, whatever the last error it saw."""
+
+
+# `spark-fetch run`'s exit statuses: spark-fetch@.service runs the job again (with back-off)
+# after TRANSIENT_EXIT only; any other failure stays failed for the deploy to report.
+PERMANENT_EXIT = 1  # refused, not found, unauthorised, disk full, a digest mismatch, a bug
+TRANSIENT_EXIT = 75  # EX_TEMPFAIL (sysexits.h): a network error; try again later
+# What hf, docker and the head say of an error that a later try may not meet again, and of
+# one it will meet again: the permanent words win when both appear, and an error neither
+# names is permanent (a job never loops on what it does not understand).
+TRANSIENT_WORDS = re.compile(
+    r"connection (?:reset|refused|aborted|closed|broken)|timed out|timeout|"
+    r"temporary failure in name resolution|network is unreachable|no route to host|"
+    r"remote ?disconnected|incomplete ?read|unexpected eof|broken pipe|"
+    r"too ?many ?requests|\b(?:429|500|502|503|504)\b|bad gateway|service unavailable|"
+    r"internal server error|gateway time-?out",
+    re.IGNORECASE,
+)
+PERMANENT_WORDS = re.compile(
+    r"\b(?:400|401|403|404|410)\b|unauthori[sz]ed|forbidden|not ?found|manifest unknown|"
+    r"access (?:is )?denied|gated|no space left|mismatch|whose sha256|verification failed",
+    re.IGNORECASE,
+)
+NETWORK_ERRORS = (ConnectionError, TimeoutError, http.client.HTTPException)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` is a network failure a later try may not meet: a dropped, refused
+    or silent connection, a Hub, registry or head answering 5xx or 429, as the exception's
+    type or its message says; never a full disk or a refusal (401, 403, 404, a digest)."""
+    text = str(error)
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return False
+    if isinstance(error, WaitedOut) or PERMANENT_WORDS.search(text):
+        return False
+    if isinstance(error, (TransientError, *NETWORK_ERRORS)):
+        return True
+    if isinstance(error, socket.gaierror):  # a name that may resolve later, or never
+        return error.errno == socket.EAI_AGAIN
+    return bool(TRANSIENT_WORDS.search(text))
+
+
+def exit_status(error: BaseException) -> int:
+    """`spark-fetch run`'s exit status for a job that raised ``error``."""
+    return TRANSIENT_EXIT if is_transient(error) else PERMANENT_EXIT
 
 
 def human(size: float) -> str:
@@ -1095,7 +1151,7 @@ def wait_for_head(head: Head, status: Status, path: str, **query: str) -> dict:
         if listing.get("ready"):
             return listing
         if time.monotonic() > deadline:
-            raise JobError(
+            raise WaitedOut(
                 f"the head ({head.source}) did not have {query} whole within "
                 f"{head.wait_limit} s: {listing.get('error') or 'it is still fetching'}"
             )
@@ -1153,7 +1209,7 @@ def receive(spec: CopyModelSpec, name: str, out: Any, size: int, progress: Calla
         while left:
             chunk = response.read(min(COPY_CHUNK, left))
             if not chunk:
-                raise JobError(f"{name}: the head sent {size - left} of its {size} bytes")
+                raise TransientError(f"{name}: the head sent {size - left} of its {size} bytes")
             out.write(chunk)
             hasher.update(chunk)
             left -= len(chunk)
@@ -1412,15 +1468,23 @@ def run(job_id: str) -> int:
     status.update(force=True, state="running", phase="start", started=time.time(), error="")
     try:
         KINDS[spec.kind](spec, status)
-    except JobError as error:
-        print(error, flush=True)
-        status.update(force=True, state="failed", error=str(error))
-        return 1
     except Exception as error:  # reported in the status, then as systemd shows it
-        status.update(force=True, state="failed", error=f"{type(error).__name__}: {error}")
-        raise
+        said = str(error) if isinstance(error, JobError) else f"{type(error).__name__}: {error}"
+        code = exit_status(error)
+        if code == TRANSIENT_EXIT:  # systemd runs it again (spark-fetch@.service)
+            print(f"{said}\na network error: exit {code}, to be run again", flush=True)
+            status.update(force=True, state="retrying", error=said)
+            return code
+        status.update(force=True, state="failed", error=said)
+        if not isinstance(error, JobError):
+            raise  # its traceback in the journal
+        print(error, flush=True)
+        return PERMANENT_EXIT
     status.update(force=True, state="done", phase="done", finished=time.time())
     return 0
+
+
+WORKING = ("running", "retrying")  # states a job's status has while its unit runs it
 
 
 def job_status(job_id: str) -> dict[str, Any]:
@@ -1434,7 +1498,9 @@ def job_status(job_id: str) -> dict[str, Any]:
         ["systemctl", "show", unit, "-p", "ActiveState", "--value"], capture_output=True, text=True
     )
     found["unit"] = show.stdout.strip() or "inactive"
-    if found["unit"] not in ("active", "activating") and found.get("state") == "running":
+    # "retrying": a network error, and systemd waits to run it again (the unit is
+    # activating, auto-restart) or has (active); else it gave up (StartLimitBurst).
+    if found["unit"] not in ("active", "activating") and found.get("state") in WORKING:
         found["state"] = "failed"  # killed, or the Spark rebooted, before it could say so
         found["error"] = found.get("error") or f"{unit} stopped before it finished"
     if found.get("state") == "failed":

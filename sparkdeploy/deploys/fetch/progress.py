@@ -50,6 +50,8 @@ MOVING = ("download", "pull", "copy")  # the phases that move bytes
 def job_line(status: dict[str, Any], terminal: bool) -> str:
     """One job: ``model X: [####......] 12.3 GB of 66.0 GB (18%), 85.2 MB/s, 10m32s left``."""
     label = status.get("label") or status.get("id", "?")
+    if status.get("state") == "retrying":  # spark-fetch@.service runs it again, backing off
+        return f"{label}: a network error, to be tried again ({status.get('error') or '?'})"
     phase = status.get("phase", "start")
     done, total = status.get("done"), status.get("total")
     if phase not in MOVING or done is None:
