@@ -128,10 +128,7 @@ def _axes(
     """The axes, their ticks (every power of 2 of the sizes, labelled every other one when
     crowded; five bandwidth steps) and their labels."""
     bottom, right = y(0.0), x(high)
-    parts = [
-        f'<line x1="{LEFT}" y1="{bottom:.1f}" x2="{right:.1f}" y2="{bottom:.1f}" stroke="black"/>',
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom:.1f}" stroke="black"/>',
-    ]
+    parts: list[str] = []
     first, last = math.ceil(math.log2(low)), math.floor(math.log2(high))
     every = 1 if last - first <= 12 else 2
     for power in range(first, last + 1, every):
@@ -148,7 +145,9 @@ def _axes(
             f'stroke="#dddddd"/><text x="{LEFT - 6}" y="{y(value) + 4:.1f}" '
             f'text-anchor="end">{value:g}</text>'
         )
-    parts += [
+    parts += [  # the axes over the grid
+        f'<line x1="{LEFT}" y1="{bottom:.1f}" x2="{right:.1f}" y2="{bottom:.1f}" stroke="black"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom:.1f}" stroke="black"/>',
         f'<text x="{(LEFT + right) / 2:.1f}" y="{HEIGHT - 15}" text-anchor="middle">'
         "message size (bytes, log scale)</text>",
         f'<text transform="translate(18 {(TOP + bottom) / 2:.1f}) rotate(-90)" '
