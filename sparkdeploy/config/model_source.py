@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sparkdeploy import __version__
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.trust import hf_token
 from sparkdeploy.config.values import redact
@@ -48,7 +49,7 @@ def hub_config(
     so `spark-deploy check` (offline) made a request (tests/scenarios/test_cli.py).
     """
     from huggingface_hub import hf_hub_url, try_to_load_from_cache  # only when a model is read
-    from huggingface_hub.utils import build_hf_headers, get_session
+    from huggingface_hub.utils import get_session
 
     path = try_to_load_from_cache(repo, "config.json", revision=revision)  # files only
     if isinstance(path, str):
@@ -58,12 +59,21 @@ def hub_config(
         raise FileNotFoundError("config.json is not in the local Hugging Face cache")
     response = get_session().get(
         hf_hub_url(repo, "config.json", revision=revision, endpoint=endpoint),
-        headers=build_hf_headers(token=token or False),
+        headers=_headers(token),
         timeout=timeout,
         follow_redirects=True,
     )
     response.raise_for_status()
     return _object(response.json())
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    """The request's headers, made here: the client's build_hf_headers asks huggingface.co
+    for its agent registry first, whatever ``hf_endpoint`` the operator chose (a mirror)."""
+    headers = {"user-agent": f"spark-deploy/{__version__}"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _object(data: Any) -> Mapping[str, Any]:

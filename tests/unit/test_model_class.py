@@ -143,15 +143,16 @@ def test_the_offline_read_makes_no_request_of_any_kind(tmp_path, monkeypatch):
     from huggingface_hub import constants
     from huggingface_hub.utils import _detect_agent
 
-    connections = []  # recorded, not refused: the Hub client swallows what connect raises
+    connections = []  # recorded, not refused: the Hub client swallows what this raises
 
-    def record(_sock, address):
-        connections.append(address)
+    def record(host, port, *_args, **_kwargs):  # every connection starts here, DNS or not
+        connections.append((host, port))
         raise OSError("no network in this test")
 
-    monkeypatch.setattr(socket.socket, "connect", record)
+    monkeypatch.setattr(socket, "getaddrinfo", record)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # as in `spark-deploy check`
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
     monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agents.json"))
     monkeypatch.setattr(_detect_agent, "_registry", None)
     snapshot = tmp_path / "models--Qwen--Qwen3-8B" / "snapshots" / ("a" * 40)
