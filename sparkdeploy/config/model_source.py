@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sparkdeploy import __version__
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.trust import hf_token
 from sparkdeploy.config.values import redact
@@ -42,29 +43,37 @@ def hub_config(
     ``config.json`` of ``repo`` at ``revision``: from the local Hugging Face cache when it
     has one (no request at all), else one bounded request to the Hub. Not hf_hub_download:
     its retries with back-off (five, about 23 s in all) would hold up every run when the Hub
-    cannot be reached, and the class is worth a warning, not a wait.
+    cannot be reached, and the class is worth a warning, not a wait. Not even with
+    local_files_only for the cache: it builds the client's headers, whose agent detection
+    fetches a registry from huggingface.co unless the process's own HF_HUB_OFFLINE is set,
+    so `spark-deploy check` (offline) made a request (tests/scenarios/test_cli.py).
     """
-    from huggingface_hub import hf_hub_download, hf_hub_url  # imported only when a model is read
-    from huggingface_hub.utils import build_hf_headers, get_session
+    from huggingface_hub import hf_hub_url, try_to_load_from_cache  # only when a model is read
+    from huggingface_hub.utils import get_session
 
-    try:
-        path = hf_hub_download(
-            repo, "config.json", revision=revision, endpoint=endpoint, local_files_only=True
-        )
-    except Exception:
-        if offline:
-            raise
-    else:
-        with open(str(path), encoding="utf-8") as handle:
+    path = try_to_load_from_cache(repo, "config.json", revision=revision)  # files only
+    if isinstance(path, str):
+        with open(path, encoding="utf-8") as handle:
             return _object(json.load(handle))
+    if offline:
+        raise FileNotFoundError("config.json is not in the local Hugging Face cache")
     response = get_session().get(
         hf_hub_url(repo, "config.json", revision=revision, endpoint=endpoint),
-        headers=build_hf_headers(token=token or False),
+        headers=_headers(token),
         timeout=timeout,
         follow_redirects=True,
     )
     response.raise_for_status()
     return _object(response.json())
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    """The request's headers, made here: the client's build_hf_headers asks huggingface.co
+    for its agent registry first, whatever ``hf_endpoint`` the operator chose (a mirror)."""
+    headers = {"user-agent": f"spark-deploy/{__version__}"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _object(data: Any) -> Mapping[str, Any]:

@@ -418,8 +418,23 @@ def test_the_model_class_is_read_before_connecting_in_one_request(hub: StandIn, 
             "hf_endpoint_allow_http": True,
         }
     )
+    import socket
+
+    from huggingface_hub.utils import _detect_agent
+
+    resolve, reached = socket.getaddrinfo, []
+
+    def recorded(host, port, *args, **kwargs):  # every connection starts here, DNS or not
+        reached.append((host, str(port)))
+        return resolve(host, port, *args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))  # nothing cached
+        # No other host is asked (the client's agent registry came from huggingface.co).
+        patch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agents.json"))
+        patch.setattr(_detect_agent, "_registry", None)
+        patch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)  # as on a laptop
+        patch.setattr(socket, "getaddrinfo", recorded)
         mark = hub.mark()
         found = read_model_class(spark, environ={})
         asked = [target for _, _, target, _, _ in hub.requests(mark)]
@@ -432,3 +447,5 @@ def test_the_model_class_is_read_before_connecting_in_one_request(hub: StandIn, 
         f"/{seed.BASE}/resolve/main/config.json",
     ]
     assert isinstance(unknown, UnknownModel) and "could not be read" in unknown.why
+    hub_address = tuple(hub.url.split("//")[1].split(":"))
+    assert set(reached) <= {hub_address, ("127.0.0.1", "9")}  # the hub's may be pooled

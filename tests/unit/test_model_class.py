@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from sparkdeploy.config.model_source import read_model_class
+from sparkdeploy.config.model_source import hub_config, read_model_class
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
 from tests.unit import model_configs as cfg
@@ -130,3 +132,35 @@ def test_the_sparks_of_a_pair_read_their_shared_model_once():
     }
     build_inventory(document, "inventory/sparks.yml", read)
     assert asked == ["s1.local"]
+
+
+def test_the_offline_read_makes_no_request_of_any_kind(tmp_path, monkeypatch):
+    """hub_config offline: the cached config.json, or FileNotFoundError, and no socket opened
+    (hf_hub_download with local_files_only fetched huggingface_hub's agent registry from
+    huggingface.co unless the process itself had HF_HUB_OFFLINE)."""
+    import socket
+
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _detect_agent
+
+    connections = []  # recorded, not refused: the Hub client swallows what this raises
+
+    def record(host, port, *_args, **_kwargs):  # every connection starts here, DNS or not
+        connections.append((host, port))
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", record)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # as in `spark-deploy check`
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", False)
+    monkeypatch.setattr(constants, "AGENT_HARNESSES_PATH", str(tmp_path / "agents.json"))
+    monkeypatch.setattr(_detect_agent, "_registry", None)
+    snapshot = tmp_path / "models--Qwen--Qwen3-8B" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(cfg.QWEN3_DENSE))
+    (tmp_path / "models--Qwen--Qwen3-8B" / "refs").mkdir()
+    (tmp_path / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("a" * 40)
+    assert hub_config("Qwen/Qwen3-8B", "main", None, None, True, 1.0) == cfg.QWEN3_DENSE
+    with pytest.raises(FileNotFoundError, match="not in the local Hugging Face cache"):
+        hub_config("nvidia/none", "main", None, None, True, 1.0)
+    assert connections == []
