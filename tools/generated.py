@@ -3,7 +3,9 @@ shared tail of the build-time generators (``python -m tools.docs``, ``python -m 
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -26,3 +28,19 @@ def write_or_check(target: Path, text: str, root: Path, command: str, check: boo
     target.write_text(text, encoding="utf-8")
     print(f"wrote {name}")
     return 0
+
+
+def generator_main(
+    argv: list[str] | None, command: str, target: Path, root: Path, text: Callable[[], str]
+) -> int:
+    """The command line of a generator: write ``target`` from ``text()``, or check it with
+    ``--check``."""
+    parser = argparse.ArgumentParser(
+        prog=command,
+        description=f"Write {target.relative_to(root)} from the settings models.",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the committed file differs"
+    )
+    args = parser.parse_args(argv)
+    return write_or_check(target, text(), root, command, args.check)

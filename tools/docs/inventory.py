@@ -14,7 +14,6 @@ with the real loader and fails when the committed file differs from what this mo
 
 from __future__ import annotations
 
-import argparse
 import json
 import types
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from pydantic.fields import FieldInfo
 from sparkdeploy.config.engine import EngineFile, EngineSettings, Mount
 from sparkdeploy.config.gpu_services import GpuService
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
-from tools.generated import write_or_check
+from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "docs" / "inventory.md"
@@ -300,14 +299,7 @@ def inventory_reference() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.docs", description="Write docs/inventory.md from the settings models."
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 when the committed file differs"
-    )
-    args = parser.parse_args(argv)
-    return write_or_check(TARGET, inventory_reference(), ROOT, "python -m tools.docs", args.check)
+    return generator_main(argv, "python -m tools.docs", TARGET, ROOT, inventory_reference)
 
 
 if __name__ == "__main__":

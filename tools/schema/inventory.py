@@ -18,7 +18,6 @@ editor at it with ``# yaml-language-server: $schema=../docs/inventory.schema.jso
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 from pathlib import Path
@@ -29,7 +28,7 @@ from sparkdeploy.config.load import HOST_NAME, PER_HOST_ONLY
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import MAX_SPARKS
 from tools.docs.inventory import engine_probes
-from tools.generated import write_or_check
+from tools.generated import generator_main
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = ROOT / "docs" / "inventory.schema.json"
@@ -101,15 +100,7 @@ def schema_text() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write docs/inventory.schema.json, or check it with ``--check``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tools.schema",
-        description="Write docs/inventory.schema.json from the settings models.",
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 when the committed file differs"
-    )
-    args = parser.parse_args(argv)
-    return write_or_check(TARGET, schema_text(), ROOT, "python -m tools.schema", args.check)
+    return generator_main(argv, "python -m tools.schema", TARGET, ROOT, schema_text)
 
 
 if __name__ == "__main__":
