@@ -483,6 +483,20 @@ def seal(spec: ModelSpec) -> None:
         raise JobError(" | ".join(lines))
 
 
+def hf_download(
+    spec: ModelSpec, repo: str, *words: str, progress: Callable[[], None] = lambda: None
+) -> None:
+    """``hf download repo words...`` into the model folder, as the operator (``progress``
+    called while it runs); a JobError naming the repository and hf's last lines if it fails."""
+    code, lines = watch(
+        [f"{spec.hf_venv}/bin/hf", "download", repo, *words, "--local-dir", spec.folder, "--quiet"],
+        progress,
+        **as_operator(spec),
+    )
+    if code != 0:
+        raise JobError(f"hf download {repo} failed (exit {code}): " + " | ".join(lines))
+
+
 def fetch_model(spec: ModelSpec, status: Status) -> None:
     folder = Path(spec.folder)
     operator = as_operator(spec)
@@ -500,43 +514,17 @@ def fetch_model(spec: ModelSpec, status: Status) -> None:
     # The folder itself, never what a symlink in its place points to (issue 22).
     os.chown(folder, account.pw_uid, operator["group"], follow_symlinks=False)
     print(f"downloading {spec.repo}@{spec.revision} into {folder}", flush=True)
-    code, lines = watch(
-        [
-            f"{spec.hf_venv}/bin/hf",
-            "download",
-            spec.repo,
-            "--revision",
-            spec.revision,
-            "--local-dir",
-            str(folder),
-            "--quiet",
-        ],  # fmt: skip
-        lambda: status.update(done=folder_bytes(folder, files)),
-        **operator,
-    )
-    if code != 0:
-        raise JobError(f"hf download {spec.repo} failed (exit {code}): " + " | ".join(lines))
+    hf_download(
+        spec, spec.repo, "--revision", spec.revision,
+        progress=lambda: status.update(done=folder_bytes(folder, files)),
+    )  # fmt: skip
     status.update(force=True, done=folder_bytes(folder, files))
     wanted = REPAIRABLE if spec.needs_tokenizer else REPAIRABLE[:1]
     missing = [name for name in wanted if not (folder / name).is_file()]
     if spec.base_repo and missing:
         status.update(force=True, phase="repair")
         print(f"fetching {', '.join(missing)} from {spec.base_repo}", flush=True)
-        code, lines = watch(
-            [
-                f"{spec.hf_venv}/bin/hf",
-                "download",
-                spec.base_repo,
-                *missing,
-                "--local-dir",
-                str(folder),
-                "--quiet",
-            ],  # fmt: skip
-            lambda: None,
-            **operator,
-        )
-        if code != 0:
-            raise JobError(f"hf download {spec.base_repo} failed: " + " | ".join(lines))
+        hf_download(spec, spec.base_repo, *missing)
     status.update(force=True, phase="seal")
     seal(spec)
 
