@@ -100,9 +100,11 @@ def record(state: State, failure: Failure) -> None:
 
 
 def take_failures(state: State) -> list[Failure]:
-    """The failures of this run, once (they are printed once)."""
+    """The failures of this run, once (they are printed once), in the inventory's order of
+    their Sparks: hosts run in parallel greenlets, so the order they failed in is chance."""
     failed: list[Failure] = run_store(state).results.pop(("", FAILURES), [])
-    return failed
+    place = {host.name: number for number, host in enumerate(getattr(state, "inventory", ()))}
+    return sorted(failed, key=lambda failure: place.get(failure.host, len(place)))
 
 
 def expected(

@@ -89,6 +89,15 @@ def test_a_wrapped_callback_fails_its_operation_without_raising(caplog):
     assert inspect.getfullargspec(check).args[:2] == ["state", "host"]
 
 
+def test_failures_are_taken_in_the_inventorys_order_of_their_sparks():
+    """Hosts fail in parallel greenlets: the summary names them as the inventory does."""
+    hosts = [SimpleNamespace(name=name) for name in ("stat-1", "stat-2", "stat-3")]
+    state: Any = cast(Any, SimpleNamespace(inventory=hosts))
+    for name in ("stat-3", "stat-1", "stat-3"):
+        record(state, Failure(name, f"step of {name}", "", "", (str(len(name)),)))
+    assert [failure.host for failure in take_failures(state)] == ["stat-1", "stat-3"]
+
+
 def test_a_wrapped_callback_that_passes_passes():
     @expected("x")
     def fine(state, host) -> None:
