@@ -68,7 +68,7 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
             sparks[name] = spark
     problems += _settings_problems(path, sparks)
     problems += _endpoint_problems(path, sparks)
-    problems += rail_problems(path, sparks)
+    problems += rail_problems(path, sparks, listed=len(sparks_raw))
     problems += _rails_clear_of_ssh(path, sparks)
     return sparks, problems
 

@@ -36,6 +36,8 @@ from sparkdeploy.config.values import (
 )
 
 NETDEV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
+# The port of a ConnectX-7 interface name: enp1s0f0np0 -> 0, enP2p1s0f1np1 -> 1.
+CX7_PORT = re.compile(r"np([01])$")
 # A size as nccl-tests' -b/-e take it: a number with K, M or G for powers of 1024
 # (NVIDIA/nccl-tests src/common.cu parsesize).
 SIZE = re.compile(r"(?P<number>[0-9]{1,12})(?P<unit>[KMG]?)")
@@ -75,6 +77,12 @@ class QsfpInterface(BaseModel):
     )
     mtu: int = Field(9000, ge=1280, le=9978, description="MTU of the rail (jumbo frames).")
     ipv6: bool = Field(False, description="IPv6 link-local addresses on the rail.")
+    port: Literal[0, 1] | None = Field(
+        None,
+        description="The physical QSFP port the interface belongs to, in a ring only: 0 (next "
+        "to the RJ45 port) or 1. Unset: read from the ConnectX-7 name, `...np0` or `...np1` "
+        "(each port has two logical interfaces: enp1s0f0np0 and enP2p1s0f0np0 are port 0).",
+    )
 
     @field_validator("interface")
     @classmethod
@@ -116,6 +124,16 @@ class QsfpInterface(BaseModel):
     @property
     def ip(self) -> str:
         return str(ipaddress.IPv4Interface(self.address).ip)
+
+    @property
+    def cx7_port(self) -> int | None:
+        """The QSFP port of the interface: ``port`` when given, else the ConnectX-7 name's
+        ``np<N>`` suffix (NVIDIA connect-three-sparks: ``enp1s0f0np0``/``enP2p1s0f0np0`` on
+        Port0, ``enp1s0f1np1``/``enP2p1s0f1np1`` on Port1); None when neither says."""
+        if self.port is not None:
+            return self.port
+        match = CX7_PORT.search(self.interface)
+        return int(match[1]) if match else None
 
     @property
     def network(self) -> ipaddress.IPv4Network:
@@ -270,6 +288,17 @@ class SparkSettings(PyinfraJson, BaseModel):
         "conflicts with the engine and the others; the engine holds the GPU after a deploy, "
         "`sudo spark-gpu-switch NAME` (allowed to operator_user) hands it over.",
     )
+    qsfp_topology: Literal["auto", "ring"] = Field(
+        "auto",
+        description="How the Sparks' QSFP ports are cabled. `auto`: a pair cabled rail to rail, "
+        "or three to eight Sparks through a switch. `ring`: three or four Sparks cabled to "
+        "each other without a switch, port 0 of each Spark to port 1 of the next in inventory "
+        "order and the last back to the first (NVIDIA's connect-three-sparks playbook; four "
+        "as eugr's four-node ring): each Spark lists the interfaces of both ports, the two "
+        "ends of each cable share its subnet (one per cable, or one per logical interface "
+        "pair), and the engines meet on the management network (management_address). The "
+        "same on every Spark: set it under defaults.",
+    )
     qsfp: list[QsfpInterface] = Field(
         default_factory=list,
         description="The Spark's QSFP interfaces, one entry per rail: "
@@ -277,6 +306,19 @@ class SparkSettings(PyinfraJson, BaseModel):
         "is cabled to rail N of the other. Three to eight Sparks: every Spark's rail N is on "
         "the switch in one subnet (the switch ports must allow jumbo frames). Each rail of a "
         "Spark has its own subnet. Empty: the network is left alone.",
+    )
+    management_interface: str = Field(
+        "enP7s7",
+        description="In a ring: the Spark's management (RJ45) interface, where the engines' "
+        "rendezvous, NCCL's bootstrap and Gloo run, since not every Spark of a ring shares a "
+        "cable with every other (NVIDIA's cluster script and three-Spark NCCL test use "
+        "enP7s7). Unused otherwise.",
+    )
+    management_address: str = Field(
+        "",
+        description="In a ring: the IPv4 address the other Sparks reach this Spark at on its "
+        "management interface. Unset: ssh_host, when that is an IPv4 address other than "
+        "loopback. Unused otherwise.",
     )
     qsfp_proof: Literal["head", "all"] = Field(
         "head",
@@ -497,15 +539,57 @@ class SparkSettings(PyinfraJson, BaseModel):
 
     @field_validator("qsfp")
     @classmethod
-    def _rails_apart(cls, rails: list[QsfpInterface]) -> list[QsfpInterface]:
+    def _rails_apart(cls, rails: list[QsfpInterface], info: ValidationInfo) -> list[QsfpInterface]:
+        ring = info.data.get("qsfp_topology") == "ring"
         for i, rail in enumerate(rails):
             for other in rails[:i]:
                 if rail.interface == other.interface:
                     raise ValueError(f"interface {rail.interface} is listed twice")
-                if rail.network.overlaps(other.network):
+                one_port = ring and rail.cx7_port is not None and rail.cx7_port == other.cx7_port
+                if rail.network.overlaps(other.network) and not (
+                    one_port and rail.network == other.network
+                ):
                     raise ValueError(
                         f"{other.interface} ({other.address}) and {rail.interface} "
                         f"({rail.address}) share a subnet; give each rail its own, such as "
                         "192.168.100.0/24 and 192.168.101.0/24"
+                        + (
+                            " (in a ring only the two interfaces of one port may share "
+                            "their cable's subnet)"
+                            if ring
+                            else ""
+                        )
                     )
         return rails
+
+    @field_validator("management_interface")
+    @classmethod
+    def _management_netdev(cls, value: str) -> str:
+        if not NETDEV_NAME.fullmatch(value) or value == "lo":
+            raise ValueError("must be a network interface name (not lo), such as enP7s7")
+        return value
+
+    @field_validator("management_address")
+    @classmethod
+    def _management_ip(cls, value: str) -> str:
+        if not value:
+            return value
+        try:
+            address = ipaddress.IPv4Address(value)
+        except ValueError:
+            raise ValueError("must be an IPv4 address, such as 192.168.1.50") from None
+        if not unicast_host(address):
+            raise ValueError("must be a unicast host address (not loopback or multicast)")
+        return value
+
+    @property
+    def meeting_address(self) -> str:
+        """The address the other Sparks of a ring reach this one at: management_address,
+        else ssh_host when it is a unicast IPv4 address; "" when neither is."""
+        if self.management_address:
+            return self.management_address
+        try:
+            address = ipaddress.IPv4Address(self.ssh_host)
+        except ValueError:
+            return ""
+        return self.ssh_host if unicast_host(address) else ""

@@ -4,19 +4,25 @@ The layout of the Sparks, worked out once from validated settings: which Spark i
 rail. Frozen; the plan, the network operations, the engine environment and the status table
 all read it from here.
 
-Two layouts (NVIDIA's playbooks ``connect-two-sparks`` and ``multi-sparks-through-switch``,
-field notes 2026-11 section 4): two Sparks cabled to each other, rail N to rail N, and three to
-eight Sparks through a switch, every Spark's rail N in one subnet shared by all. Three Sparks
-cabled to each other in a ring are not a layout this project supports (each cable would need
-its own subnets, and NCCL and the engines expect one address per node and rail).
+Three layouts (NVIDIA's playbooks ``connect-two-sparks``, ``multi-sparks-through-switch``
+and ``connect-three-sparks``, field notes 2026-11 section 4 and 2026-11b section 3): two
+Sparks cabled to each other, rail N to rail N; three to eight Sparks through a switch, every
+Spark's rail N in one subnet shared by all; three or four Sparks in a ring
+(``qsfp_topology: ring``, config/ring.py), where each rail reaches one neighbour and the
+engines meet on the management network, since not every Spark shares a cable with the head.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sparkdeploy.config.jsondata import PyinfraJson
+from sparkdeploy.config.ring import Cable, cables_of, ring_problems
 from sparkdeploy.config.spark import SparkSettings
+
+# How a Spark is wired to the others: alone (or without rails), a pair, a switch, a ring.
+Fabric = Literal["", "pair", "switch", "ring"]
 
 # Sparks an inventory may hold: a pair cabled directly, or up to eight through a switch. Eight
 # is the most NVIDIA's switch playbook and the published cluster recipes use (field notes
@@ -45,6 +51,8 @@ class Rail:
     peer_interface: str = ""  # the peer's end, in a pair only ("" when it lists fewer rails)
     peer_ip: str = ""
     ends: tuple[End, ...] = ()  # every other Spark's end of rail ``number``, in rank order
+    # (in a ring: the one neighbour's end of the logical link)
+    port: int | None = None  # the QSFP port, in a ring
 
 
 @dataclass(frozen=True)
@@ -55,11 +63,20 @@ class Place(PyinfraJson):
     rank: int  # inventory order: 0 is the head
     nodes: int  # Sparks in the inventory
     head: str  # name of the head Spark
-    head_ip: str  # the head's address on its first rail, "" when it has none
+    # Where every Spark meets the head (rendezvous): its address on its first rail, or in a
+    # ring its management address; "" when it has none.
+    head_ip: str
     peer: str | None  # the other Spark of a pair (None alone and with three or more)
     rails: tuple[Rail, ...]
-    # Every Spark's address on rail 1, in rank order; () unless every Spark has a rail 1.
+    # Every Spark's address on rail 1, in rank order; () unless every Spark has a rail 1
+    # (and in a ring, where rail 1 of each Spark is on a different cable).
     members: tuple[str, ...] = ()
+    fabric: Fabric = ""
+    # In a ring: this Spark's management interface and address, the other Sparks' addresses
+    # there, and every cable of the ring.
+    meeting: tuple[str, str] = ("", "")
+    meeting_peers: tuple[str, ...] = ()
+    cables: tuple[Cable, ...] = ()
 
     @property
     def linked(self) -> bool:
@@ -73,14 +90,31 @@ class Place(PyinfraJson):
 
     @property
     def switched(self) -> bool:
-        """Three or more Sparks with rails: on a switch, every rail N in one subnet."""
-        return self.nodes > 2 and bool(self.rails)
+        """Three or more Sparks with rails on a switch, every rail N in one subnet."""
+        return self.fabric == "switch"
+
+    @property
+    def ringed(self) -> bool:
+        """Three or four Sparks cabled in a ring."""
+        return self.fabric == "ring"
+
+    @property
+    def meet_interface(self) -> str:
+        """The interface this Spark's engines, NCCL bootstrap and Gloo use to reach the
+        others: its first rail, or in a ring its management interface."""
+        return self.meeting[0] if self.ringed else self.rails[0].interface
+
+    @property
+    def meet_address(self) -> str:
+        """This Spark's address on ``meet_interface``."""
+        return self.meeting[1] if self.ringed else self.rails[0].ip
 
     def ping_ends(self, rail: Rail, mode: str = "head") -> tuple[End, ...]:
         """The ends of ``rail`` this Spark proves its jumbo path to: ``head``, the head's end
         (on the head, every other Spark's end, so a pair pings each other as it always
-        has); ``all``, every other Spark's end."""
-        if mode == "all" or self.rank == 0:
+        has); ``all``, every other Spark's end. In a ring a rail has one end, the
+        neighbour's, and it is always pinged."""
+        if mode == "all" or self.rank == 0 or self.ringed:
             return rail.ends
         return tuple(end for end in rail.ends if end.name == self.head)
 
@@ -94,9 +128,12 @@ class Topology:
         """The places of the inventory's Sparks (validated settings, in inventory order).
         More than ``MAX_SPARKS`` is refused with the inventory (``too_many_sparks``)."""
         names = list(sparks)
+        if any(spark.qsfp_topology == "ring" for spark in sparks.values()):
+            return cls(_ring_places(sparks))
         head = names[0] if names else ""
         head_rails = sparks[head].qsfp if head else []
         pair = len(names) == 2
+        fabric: Fabric = "" if len(names) < 2 else "pair" if pair else "switch"
         members = (
             tuple(spark.qsfp[0].ip for spark in sparks.values())
             if len(names) > 1 and all(spark.qsfp for spark in sparks.values())
@@ -136,11 +173,48 @@ class Topology:
                 peer,
                 rails,
                 members,
+                fabric if rails else "",
             )
         return cls(places)
 
     def __getitem__(self, name: str) -> Place:
         return self.places[name]
+
+
+def _ring_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
+    """The places of Sparks in a ring: each rail's one end is the neighbour's interface on
+    the same logical link (config/ring.py), and the head is met on the management
+    network."""
+    names = list(sparks)
+    cables = cables_of(sparks)
+    far: dict[tuple[str, str], End] = {}
+    for cable in cables:
+        for link in cable.links:
+            far[(cable.a, link.a.interface)] = End(cable.b, link.b.interface, link.b.ip)
+            far[(cable.b, link.b.interface)] = End(cable.a, link.a.interface, link.a.ip)
+    meeting = {name: spark.meeting_address for name, spark in sparks.items()}
+    places = {}
+    for rank, (name, spark) in enumerate(sparks.items()):
+        rails = tuple(
+            Rail(
+                number,
+                rail.interface,
+                rail.address,
+                rail.ip,
+                rail.mtu,
+                ends=(far[(name, rail.interface)],) if (name, rail.interface) in far else (),
+                port=rail.cx7_port,
+            )  # fmt: skip
+            for number, rail in enumerate(spark.qsfp, start=1)
+        )
+        places[name] = Place(
+            name, rank, len(names), names[0], meeting[names[0]], None, rails,
+            fabric="ring" if rails else "",
+            meeting=(spark.management_interface, meeting[name]),
+            meeting_peers=tuple(meeting[other] for other in names if other != name),
+            cables=cables,
+        )  # fmt: skip
+    return places
 
 
 def too_many_sparks(path: str, count: int) -> str:
@@ -153,13 +227,20 @@ def too_many_sparks(path: str, count: int) -> str:
     )
 
 
-def rail_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+def rail_problems(
+    path: str, sparks: dict[str, SparkSettings], listed: int | None = None
+) -> list[str]:
     """
     The QSFP address plan of two or more Sparks. A pair: rail N of one Spark is cabled to
     rail N of the other, so both ends share one subnet. Three to eight through a switch:
     rail N of every Spark is in one subnet, the head's. Every Spark lists the same number of
-    rails (or none does), and no address is used twice.
+    rails (or none does), and no address is used twice. A ring (config/ring.py) is judged
+    only when all ``listed`` Sparks' own settings are valid.
     """
+    if any(spark.qsfp_topology == "ring" for spark in sparks.values()):
+        if listed is not None and listed != len(sparks):
+            return []  # a ring is judged whole, once each Spark's own settings are valid
+        return ring_problems(path, sparks) or _reused_addresses(path, sparks)
     if len(sparks) < 2:
         return []
     return _rail_counts(path, sparks) or _rail_addresses(path, sparks)
@@ -190,20 +271,12 @@ def _rail_addresses(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
     """No address used twice, and rail N of every Spark in the subnet of the head's."""
     (first, one), *_ = sparks.items()
     pair = len(sparks) == 2
-    problems = []
-    used: dict[str, tuple[str, int]] = {}
+    problems = _reused_addresses(path, sparks)
+    reused = {(name, number) for name, number, _ in _reuses(sparks)}
     for name, spark in sparks.items():
         where = f"{path}: host '{name}', key 'qsfp'"
         for number, (theirs, rail) in enumerate(zip(one.qsfp, spark.qsfp), start=1):
-            if rail.ip in used:
-                owner, on = used[rail.ip]
-                problems.append(
-                    f"{where}, rail {number}, 'address': {rail.ip} is also the address of "
-                    f"host '{owner}' on rail {on}; each Spark needs its own address"
-                )
-                continue
-            used[rail.ip] = (name, number)
-            if name == first or theirs.network == rail.network:
+            if (name, number) in reused or name == first or theirs.network == rail.network:
                 continue
             problems.append(
                 f"{where}, rail {number}, 'address': {rail.address} is not in "
@@ -219,3 +292,26 @@ def _rail_addresses(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
                 )
             )
     return problems
+
+
+def _reuses(sparks: dict[str, SparkSettings]) -> list[tuple[str, int, tuple[str, str, int]]]:
+    """Each rail whose address an earlier rail already has: (host, rail number, (address,
+    the host and rail that had it first))."""
+    used: dict[str, tuple[str, int]] = {}
+    reuses = []
+    for name, spark in sparks.items():
+        for number, rail in enumerate(spark.qsfp, start=1):
+            if rail.ip in used:
+                reuses.append((name, number, (rail.ip, *used[rail.ip])))
+            else:
+                used[rail.ip] = (name, number)
+    return reuses
+
+
+def _reused_addresses(path: str, sparks: dict[str, SparkSettings]) -> list[str]:
+    """No QSFP address used twice, on one Spark or across them."""
+    return [
+        f"{path}: host '{name}', key 'qsfp', rail {number}, 'address': {ip} is also the "
+        f"address of host '{owner}' on rail {on}; each Spark needs its own address"
+        for name, number, (ip, owner, on) in _reuses(sparks)
+    ]

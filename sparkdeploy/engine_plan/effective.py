@@ -49,10 +49,11 @@ class MultiNode:
 
     nodes: int  # Sparks serving the model
     rank: int  # 0 on the head Spark
-    head: str  # the head Spark's address on the QSFP link
-    interface: str  # the QSFP interface name (GLOO/NCCL_SOCKET_IFNAME)
+    head: str  # where every Spark meets the head: its QSFP address, or in a ring its management one
+    interface: str  # the interface the ranks meet on (GLOO/NCCL_SOCKET_IFNAME)
     port: int | None = None  # rendezvous port on the head; None: the profile's
-    address: str = ""  # this Spark's own address on the QSFP link
+    address: str = ""  # this Spark's own address on that interface
+    ring: bool = False  # the Sparks are cabled in a ring (qsfp_topology: ring)
 
     def __post_init__(self) -> None:
         if not 0 <= self.rank < self.nodes:
@@ -60,13 +61,15 @@ class MultiNode:
 
 
 def multinode_of(place: Place) -> MultiNode:
-    """This Spark's place among the Sparks serving one model: reached on its first rail."""
+    """This Spark's place among the Sparks serving one model: reached on its first rail,
+    or in a ring on its management interface (``Place.meet_interface``)."""
     return MultiNode(
         nodes=place.nodes,
         rank=place.rank,
         head=place.head_ip,
-        interface=place.rails[0].interface,
-        address=place.rails[0].ip,
+        interface=place.meet_interface,
+        address=place.meet_address,
+        ring=place.ringed,
     )
 
 

@@ -24,6 +24,7 @@ from sparkdeploy.engine_plan.effective import (
     control_ports,
     effective_args,
     effective_env,
+    parallel_layout,
     speculative_on,
 )
 from sparkdeploy.engine_plan.launch import Launch, launch_of
@@ -140,6 +141,41 @@ class Ranks:
     rollback: bool  # engine.rollback, on one Spark only: ranks would go back together
 
 
+def ring_layout_problems(given: PlanInput) -> list[str]:
+    """Four Sparks in a ring share no cable between ranks 0 and 2, nor 1 and 3: a layout
+    whose groups pair them (tensor and pipeline parallel both above 1, or Ray's placement)
+    makes NCCL connect Sparks that have no link (eugr/spark-vllm-docker docs/NETWORKING.md,
+    rings: "Ray and mixed TP/PP/DP layouts are currently rejected for a sparse ring";
+    field notes 2026-11b section 2). Three Sparks in a ring are each other's neighbours."""
+    multinode = given.multinode
+    if multinode is None or not multinode.ring or multinode.nodes < 4:
+        return []
+    layout, _ = parallel_layout(given.settings, multinode.nodes, catalogue=given.catalogue)
+    if layout.tp > 1 and layout.pp > 1:
+        return [
+            f"engine.args: tensor x pipeline parallel {layout.tp} x {layout.pp} on four "
+            "Sparks in a ring: the pipeline stages pair Sparks that share no cable; use "
+            "tensor parallel 4 (or pipeline parallel 4) across the ring"
+        ]
+    return []
+
+
+def ring_layout_warnings(given: PlanInput) -> list[str]:
+    """Ray on four Sparks in a ring: it places the ranks itself, which need not follow the
+    cables (eugr rejects it for sparse rings; not seen to crash here, so a warning)."""
+    multinode = given.multinode
+    if multinode is None or not multinode.ring or multinode.nodes < 4:
+        return []
+    if not chooses_ray(given.settings, catalogue=given.catalogue):
+        return []
+    return [
+        "engine.args: --distributed-executor-backend ray on four Sparks in a ring: Ray "
+        "places the ranks itself, and a rank next to one it shares no cable with fails at "
+        "NCCL's connect (ibv_modify_qp ... 110); eugr's ring support refuses Ray for this "
+        "reason. The engine's own launcher keeps the inventory's order"
+    ]
+
+
 def plan_multinode(given: PlanInput) -> Planned[Ranks]:
     """Ranks, RDMA options and control ports across Sparks (engine.mods run in every
     container of the Sparks, launch.py ``services``)."""
@@ -151,6 +187,8 @@ def plan_multinode(given: PlanInput) -> Planned[Ranks]:
         rdma_args, found, said = rdma_options(parse_docker_args(settings.docker_args)[0])
         problems += [f"engine.docker_args: {problem}" for problem in found]
         warnings += [f"engine.docker_args: {warning}" for warning in said]
+        problems += ring_layout_problems(given)
+        warnings += ring_layout_warnings(given)
     ranks = Ranks(
         nodes=multinode.nodes if multinode else 1,
         rank=multinode.rank if multinode else 0,

@@ -78,8 +78,19 @@ TWIN_SYSFS = "/opt/spark-twin/sys"
 
 # A switch port's MTU unless a scenario sets it: jumbo frames, as the rails are configured.
 JUMBO_MTU = 9000
-# How the twins' QSFP rails are wired: a direct cable between two, or a switch for any number.
-Fabric = Literal["cable", "switch"]
+# How the twins' QSFP rails are wired: a direct cable between two, a switch for any number,
+# or three or four in a ring (port 0 of each to port 1 of the next).
+Fabric = Literal["cable", "switch", "ring"]
+# A ring's ports as a Spark names their logical interfaces (NVIDIA connect-three-sparks).
+RING_PORTS = (("enp1s0f0np0", "enP2p1s0f0np0"), ("enp1s0f1np1", "enP2p1s0f1np1"))
+# NVIDIA's three-Spark ring addresses, exactly as the playbook's netplan files give them
+# (dgx-spark-playbooks nvidia/connect-three-sparks a8bb888): one /24 per cable, both logical
+# interfaces of a port in it. Node -> (port 0's two addresses, port 1's two addresses).
+NVIDIA_RING = {
+    1: (("192.168.0.1", "192.168.0.2"), ("192.168.1.1", "192.168.1.2")),
+    2: (("192.168.2.1", "192.168.2.2"), ("192.168.0.3", "192.168.0.4")),
+    3: (("192.168.1.3", "192.168.1.4"), ("192.168.2.3", "192.168.2.4")),
+}
 SWITCH_NAME = "qsfp-switch"  # the switch container's name within the namespace
 # The issue's cluster sizes: a switch takes three to eight Sparks (a pair may use one too).
 MAX_SPARKS = 8
@@ -91,6 +102,27 @@ def qsfp_plan(node: int) -> list[dict]:
     return [
         {"interface": rail, "address": f"192.168.{100 + i}.{node}/24"}
         for i, rail in enumerate(RAILS)
+    ]
+
+
+def ring_plan(node: int, count: int) -> list[dict]:
+    """The qsfp entries of Spark `node` (from 1) in a ring of `count`: three as NVIDIA's
+    playbook addresses them (NVIDIA_RING), four as eugr's four-node ring does (two /24s per
+    cable, one per logical link: cable c has 10.20.(2c-2).0/24 and 10.20.(2c-1).0/24, the
+    host part 10 + node; eugr/spark-vllm-docker docs/NETWORKING.md)."""
+    ports: tuple[tuple[str, ...], tuple[str, ...]]
+    if count == 3:
+        ports = NVIDIA_RING[node]
+    else:
+        previous = (node - 2) % count + 1  # the cable into port 1 is the previous node's
+        ports = (
+            tuple(f"10.20.{2 * node - 2 + i}.{10 + node}" for i in range(2)),
+            tuple(f"10.20.{2 * previous - 2 + i}.{10 + node}" for i in range(2)),
+        )
+    return [
+        {"interface": interface, "address": f"{address}/24"}
+        for names, addresses in zip(RING_PORTS, ports)
+        for interface, address in zip(names, addresses)
     ]
 
 
@@ -509,6 +541,35 @@ def rails_connected(twin: Twin) -> bool:
     return all(state.startswith("100") for state in states)
 
 
+def link_ring(twins: list[Twin], swapped_at: str | None = None) -> None:
+    """Cable the twins in a ring: port 0 of each to port 1 of the next (the last to the
+    first), one veth pair per logical link (the n-th interface of one port to the n-th of
+    the other). `swapped_at` names a twin whose two cables are in each other's ports: the
+    cable meant for its port 0 is in its port 1 and the other way round."""
+    for index, a in enumerate(twins):
+        b = twins[(index + 1) % len(twins)]
+        ours = RING_PORTS[1] if a.name == swapped_at else RING_PORTS[0]
+        theirs = RING_PORTS[0] if b.name == swapped_at else RING_PORTS[1]
+        for mine, other in zip(ours, theirs):
+            veth_pair(a.pid, mine, other, b.pid)
+    for twin in twins:
+        for ifname in (*RING_PORTS[0], *RING_PORTS[1]):
+            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "set", ifname, "up")
+
+
+def unlink_ring(twins: list[Twin]) -> None:
+    """Pull every cable of the ring (deleting one end of a veth pair deletes both)."""
+    for twin in twins:
+        for ifname in RING_PORTS[0]:
+            run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "del", ifname, check=False)
+
+
+def container_ip(twin: Twin) -> str:
+    """The twin's address on Docker's bridge: its management network."""
+    template = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+    return docker("inspect", "-f", template, twin.container).stdout.strip()
+
+
 def replug_cable(a: Twin, b: Twin) -> None:
     """Pull the cable (if a reboot has not taken it already: a twin's reboot is a new
     network namespace) and plug a new one, then wait until NetworkManager has brought the
@@ -679,6 +740,8 @@ def choose_fabric(count: int, cable: bool = True, fabric: Fabric | None = None) 
     and there are two), else nothing. A cable joins exactly two twins."""
     if fabric == "cable" and count != 2:
         raise HarnessError(f"a QSFP cable joins two twins, not {count}: use fabric='switch'")
+    if fabric == "ring" and count not in (3, 4):
+        raise HarnessError(f"a ring is three or four twins, not {count}")
     if fabric is not None:
         return fabric
     return "cable" if cable and count == 2 else None
@@ -690,7 +753,12 @@ def host_data(names: Iterable[str], fabric: Fabric | None) -> dict[str, dict]:
     (n = its place in `names`, from 1) from qsfp_plan(n)."""
     spare = {key: value for key, value in DEMO_HOSTS["spark-b"].items() if key != "qsfp"}
     hosts: dict[str, dict] = {}
+    names = list(names)
     for node, name in enumerate(names, start=1):
+        if fabric == "ring":  # no reboots: a rebooted twin may come back at another address
+            hosts[name] = {**spare, "qsfp_topology": "ring", "qsfp": ring_plan(node, len(names))}
+            hosts[name]["management_interface"] = "eth0"
+            continue
         data = dict(DEMO_HOSTS.get(name, spare if fabric == "switch" else {}))
         if fabric is not None:
             data["qsfp"] = qsfp_plan(node)
@@ -716,6 +784,10 @@ def up(
         twin.data = data
     if wiring == "cable":
         link_cable(*twins)
+    elif wiring == "ring":
+        link_ring(twins)
+        for twin in twins:
+            twin.data["management_address"] = container_ip(twin)
     elif wiring == "switch":
         switch = start_switch(build_image())
         for twin in twins:

@@ -482,6 +482,7 @@ def test_the_context_of_a_rank_of_a_pair_carries_its_place_and_engine_as_written
         "interface": "enp1s0f0np0",
         "port": None,
         "address": "192.168.100.2",
+        "ring": False,
     }
     assert context.serves_api is False and context.units == (UNIT,)
     assert context.engine_settings() == inventory.sparks["spark-2"].engine

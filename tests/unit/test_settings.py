@@ -182,7 +182,7 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
         f"{where} 'qsfp', rail 2, 'address': is the network or broadcast address of "
         "192.168.100.0/24; such as 192.168.100.1/24 (got '192.168.100.0/24')",
         f"{where} 'qsfp', rail 2, 'mtu': Input should be greater than or equal to 1280 (got 100)",
-        f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, ipv6",
+        f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, ipv6, port",
         f"{where} 'roce_gid_index' (set under defaults:): must be a GID index (0 or more) or "
         "auto (got -1)",
     ]

@@ -70,7 +70,8 @@ def guard_of(spark: SparkSettings, place: Place, plan: EnginePlan | None) -> Gua
     the link test's and the copy server's, open to the other Sparks' rail addresses."""
     if not place.linked:
         return None
-    peers = sorted({end.ip for rail in place.rails for end in rail.ends})
+    # In a ring the engines meet on the management network (Place.meet_interface).
+    peers = sorted({end.ip for rail in place.rails for end in rail.ends} | set(place.meeting_peers))
     engine = list(plan.control_ports) if plan else []
     spans = [*engine, (spark.link_test_port,) * 2, (PAIR_COPY_PORT,) * 2]
     reasons = [
@@ -93,7 +94,7 @@ def guard_text(place: Place, guard: Guard) -> str:
     return render(
         "fabric-guard.nft.j2",
         host=place.name,
-        layout="pair" if place.nodes == 2 else "cluster",
+        layout="pair" if place.nodes == 2 else "ring" if place.ringed else "cluster",
         table=FABRIC_GUARD_TABLE,
         peers=guard.peers,
         kept=guard.kept,

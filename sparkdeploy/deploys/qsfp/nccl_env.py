@@ -11,6 +11,7 @@ from sparkdeploy.config.paths import NCCL_ENV
 from sparkdeploy.config.topology import Place
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.roce import RailGid
+from sparkdeploy.knowledge.ring import ring_env
 from sparkdeploy.render import render
 
 
@@ -50,6 +51,8 @@ def nccl_env(place: Place, found: list[RailGid]) -> str:
         head=place.head_ip,
         rank=place.rank,
         nodes=place.nodes,
+        ring=ring_env(place.nodes) if place.ringed else (),
+        meeting=place.meeting if place.ringed else None,
     )
 
 
