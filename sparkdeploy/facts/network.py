@@ -29,6 +29,8 @@ PROFILE_FIELDS = (
     "ipv4.addresses",
     "802-3-ethernet.mtu",
     "ipv6.method",
+    "ipv4.route-table",
+    "ipv4.routing-rules",
     "GENERAL.STATE",  # "activated" while the profile is up; absent when it is not
 )
 NETPLAN_GLOBS = ("/etc/netplan/*.yaml", "/run/netplan/*.yaml", "/lib/netplan/*.yaml")
@@ -37,6 +39,9 @@ PING = "ping -n -q -c 2 -i 0.2 -W 1 -M do"  # two full frames, don't fragment
 IP_HEADERS = 28  # IPv4 (20) + ICMP (8): a full frame's ping payload is MTU - 28
 LINK = re.compile(r"^\d+: (?P<name>[^:@ ]+)(@\S+)?: <(?P<flags>[^>]*)> .*\bmtu (?P<mtu>\d+)")
 ADDR = re.compile(r"^\d+: (?P<name>\S+)\s+inet (?P<cidr>\S+)")
+MAC = re.compile(r"\blink/ether (?P<mac>[0-9a-f]{2}(?::[0-9a-f]{2}){5})\b")
+# A neighbour `ip -o neigh show dev IF` lists with the MAC that answered for it.
+NEIGHBOUR = re.compile(r"^(?P<ip>\d+\.\d+\.\d+\.\d+) .*\blladdr (?P<mac>[0-9a-f:]{17})\b")
 
 
 def captured(key: str, command: str, keep: str = "") -> list[str]:
@@ -69,6 +74,7 @@ class Link:
     mtu: int
     up: bool
     addresses: tuple[str, ...] = ()  # IPv4 CIDRs, as `ip` shows them
+    mac: str = ""  # its Ethernet address, "" when it has none
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,8 @@ def _links(raw: dict[str, list[str]]) -> dict[str, Link]:
         if match := LINK.match(value):
             name = match["name"]
             up = "UP" in match["flags"].split(",")
-            links[name] = Link(name, int(match["mtu"]), up, tuple(addresses.get(name, ())))
+            mac = found["mac"] if (found := MAC.search(value)) else ""
+            links[name] = Link(name, int(match["mtu"]), up, tuple(addresses.get(name, ())), mac)
     return links
 
 
@@ -344,3 +351,46 @@ def is_up_as_configured(rail: QsfpInterface, facts: Network) -> bool:
         and link.mtu == rail.mtu
         and rail.address in link.addresses
     )
+
+
+class RingNeighbours(FactBase):
+    """
+    Returns, for each interface asked about, the (address, MAC) pairs that answered on it
+    when every address of ``asked`` was tried through it: which Spark's port is at the far
+    end of the cable, whatever subnet it is in (a socket bound to an interface sends to an
+    address no route knows as if it were on that link, so the kernel asks for it by ARP
+    there; Linux answers ARP for any of its addresses). Run only when a ring's proof failed;
+    it first flushes the neighbour cache of those interfaces (a cache: the kernel refills it),
+    so that no entry from before a recabling answers for the new cable.
+
+    Sample output of the command::
+
+        neigh.enp1s0f0np0=192.168.1.3 lladdr 3c:6d:66:cc:b3:b7 REACHABLE
+    """
+
+    def command(self, asked: list[tuple[str, list[str]]]) -> str:
+        q = shell
+        lines = [f"ip -4 neigh flush dev {q(interface)} 2>/dev/null" for interface, _ in asked]
+        for interface, addresses in asked:
+            lines += [
+                f"ping -n -q -c 1 -W 1 -I {q(interface)} {q(address)} >/dev/null 2>&1 &"
+                for address in addresses
+            ]
+        lines.append("wait")
+        lines += [
+            f"ip -o -4 neigh show dev {q(interface)} 2>/dev/null"
+            f" | sed {q(f's/^/neigh.{interface}=/')}"
+            for interface, _ in asked
+        ]
+        return "\n".join([*lines, "true"])
+
+    def process(self, output: list[str]) -> dict[str, tuple[tuple[str, str], ...]]:
+        found: dict[str, list[tuple[str, str]]] = {}
+        for key, values in _keyed(output).items():
+            kind, _, interface = key.partition(".")
+            if kind != "neigh" or not interface:
+                continue
+            for value in values:
+                if match := NEIGHBOUR.match(value.strip()):
+                    found.setdefault(interface, []).append((match["ip"], match["mac"]))
+        return {interface: tuple(pairs) for interface, pairs in found.items()}

@@ -61,6 +61,8 @@ def made_scenario(
     try:
         for twin in twins:
             twin.data = dict(spec[twin.name])
+            if fabric == "ring":  # where the others reach it, known once it runs
+                twin.data["management_address"] = harness.container_ip(twin)
             if twin.name in prepare:
                 twin.exec(prepare[twin.name])
         made = Scenario({t.name: t for t in twins}, inventory)

@@ -560,7 +560,7 @@ def link_ring(twins: list[Twin], swapped_at: str | None = None) -> None:
 def unlink_ring(twins: list[Twin]) -> None:
     """Pull every cable of the ring (deleting one end of a veth pair deletes both)."""
     for twin in twins:
-        for ifname in RING_PORTS[0]:
+        for ifname in (*RING_PORTS[0], *RING_PORTS[1]):  # a swapped cable may end in either
             run("nsenter", "-t", str(twin.pid), "-n", "ip", "link", "del", ifname, check=False)
 
 

@@ -12,9 +12,12 @@ import pytest
 from sparkdeploy.config.load import validate_document
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import End, Topology
+from sparkdeploy.deploys.qsfp.cabling import cabling_fix
 from sparkdeploy.deploys.qsfp.guard import guard_of
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
+from sparkdeploy.deploys.qsfp.network import own_table, wanted
 from sparkdeploy.engine_plan.plan import plan_sparks
+from sparkdeploy.facts.network import RingNeighbours
 from sparkdeploy.facts.roce import Gid, RailGid
 from tests.twins.harness import ring_plan
 
@@ -245,3 +248,81 @@ def test_four_sparks_in_a_ring_refuse_a_mixed_layout_and_warn_about_ray():
     assert found == [] and any("Ray" in warning and "ring" in warning for warning in said)
     _, found, _ = plan_ring(3, {"name": "sglang", "args": {"--tp-size": 1, "--pp-size": 3}})
     assert found == []
+
+
+# -- the cabling the probes found, and the fix ----------------------------------------------
+
+
+def test_a_ring_cabled_as_the_inventory_says_needs_no_fix():
+    cables = Topology.of(ring(3))["spark-1"].cables
+    seen = {("spark-1", 0): ("spark-2", 1), ("spark-2", 1): ("spark-1", 0)}
+    assert cabling_fix(cables, seen) == []
+
+
+def test_two_cables_swapped_at_one_spark_are_named_with_the_exchange_to_make():
+    cables = Topology.of(ring(3))["spark-1"].cables
+    # The cable meant for spark-1's port 0 is in its port 1, and the other way round.
+    seen = {
+        ("spark-1", 1): ("spark-2", 1), ("spark-2", 1): ("spark-1", 1),
+        ("spark-2", 0): ("spark-3", 1), ("spark-3", 1): ("spark-2", 0),
+        ("spark-3", 0): ("spark-1", 0), ("spark-1", 0): ("spark-3", 0),
+    }  # fmt: skip
+    assert cabling_fix(cables, seen) == [
+        "the ring is miscabled (spark-1 port 0 is cabled to spark-3 port 0; spark-1 port 1 "
+        "is cabled to spark-2 port 1): exchange the cables in spark-1 port 0 and spark-1 "
+        "port 1, so that port 0 of each Spark goes to port 1 of the next in inventory order "
+        "(spark-1 port 0 to spark-2 port 1, spark-2 port 0 to spark-3 port 1, spark-3 port 0 "
+        "to spark-1 port 1)"
+    ]
+
+
+def test_two_cables_exchanged_between_sparks_of_a_four_ring_are_named_too():
+    cables = Topology.of(ring(4))["spark-1"].cables
+    # spark-2 port 1 and spark-4 port 1 exchanged their cables; exchanging the far ends of
+    # those two cables (spark-1 port 0 and spark-3 port 0) mends it as well, and comes first.
+    wired = {
+        (("spark-1", 0), ("spark-4", 1)), (("spark-2", 0), ("spark-3", 1)),
+        (("spark-3", 0), ("spark-2", 1)), (("spark-4", 0), ("spark-1", 1)),
+    }  # fmt: skip
+    seen = dict(wired) | {far: near for near, far in wired}
+    (fix,) = cabling_fix(cables, seen)
+    assert "exchange the cables in spark-1 port 0 and spark-3 port 0" in fix
+
+
+def test_a_cabling_no_single_exchange_fixes_lists_what_the_ring_needs():
+    cables = Topology.of(ring(4))["spark-1"].cables
+    seen = {("spark-1", 0): ("spark-3", 0), ("spark-2", 0): ("spark-4", 0)}
+    (fix,) = cabling_fix(cables, seen)
+    assert fix.startswith("the ring is miscabled (spark-1 port 0 is cabled to spark-3 port 0")
+    assert fix.endswith("spark-4 port 0 to spark-1 port 1")
+
+
+def test_the_second_interface_of_a_port_in_its_cables_subnet_gets_a_table_of_its_own():
+    rails = ring(3)["spark-1"].qsfp  # NVIDIA's: both interfaces of a port in one /24
+    assert [own_table(rail, rails) for rail in rails] == [0, 20002, 0, 20004]
+    wanted_second = wanted(rails[1], 20002)
+    assert wanted_second["ipv4.route-table"] == "20002"
+    assert wanted_second["ipv4.routing-rules"] == "priority 20002 from 192.168.0.2 table 20002"
+    eugr = ring(4)["spark-1"].qsfp  # one /24 per logical link: the main table serves all
+    assert [own_table(rail, eugr) for rail in eugr] == [0, 0, 0, 0]
+    # a profile left with a table of its own goes back to the main table
+    back = wanted(eugr[1], 0, {"ipv4.route-table": "20002"})
+    assert (back["ipv4.route-table"], back["ipv4.routing-rules"]) == ("0", "")
+    assert "ipv4.route-table" not in wanted(eugr[1], 0, {"ipv4.route-table": "0"})
+
+
+def test_the_probe_flushes_asks_every_address_then_reads_who_answered():
+    probe = RingNeighbours()
+    command = probe.command([("enp1s0f0np0", ["192.168.0.3", "192.168.2.1"])])
+    lines = command.splitlines()
+    assert lines[0] == "ip -4 neigh flush dev enp1s0f0np0 2>/dev/null"
+    assert "ping -n -q -c 1 -W 1 -I enp1s0f0np0 192.168.2.1 >/dev/null 2>&1 &" in lines
+    assert lines.index("wait") < lines.index(
+        "ip -o -4 neigh show dev enp1s0f0np0 2>/dev/null | sed 's/^/neigh.enp1s0f0np0=/'"
+    )
+    assert probe.process(
+        [
+            "neigh.enp1s0f0np0=192.168.2.1 lladdr 3c:6d:66:cc:b3:b7 REACHABLE",
+            "neigh.enp1s0f0np0=192.168.0.3  FAILED",
+        ]
+    ) == {"enp1s0f0np0": (("192.168.2.1", "3c:6d:66:cc:b3:b7"),)}

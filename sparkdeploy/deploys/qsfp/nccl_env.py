@@ -24,6 +24,7 @@ class EnvRail:
     dev: str
     port: int
     index: int
+    far: str = ""  # the far end of the rail, in words ("" when the comment has none)
 
 
 def nccl_env(place: Place, found: list[RailGid]) -> str:
@@ -37,10 +38,20 @@ def nccl_env(place: Place, found: list[RailGid]) -> str:
                 "environment is written only from a passed QSFP proof, which finds one on "
                 "every rail"
             )
+        far = rail.peer_ip
+        if place.ringed and rail.ends:
+            far = " ".join((rail.ends[0].name, rail.ends[0].interface, rail.ends[0].ip))
         rails.append(
             EnvRail(
-                rail.interface, rail.address, rail.ip, rail.peer_ip, gid.dev, gid.port, gid.index
-            )
+                rail.interface,
+                rail.address,
+                rail.ip,
+                rail.peer_ip,
+                gid.dev,
+                gid.port,
+                gid.index,
+                far,
+            )  # fmt: skip
         )
     return render(
         "nccl.env.j2",

@@ -49,10 +49,36 @@ from sparkdeploy.escape import shell
 from sparkdeploy.facts.network import Network, is_up_as_configured, network, profile_name
 from sparkdeploy.reports import notices
 
+# Routing tables and rule priorities of rails that share a subnet with an earlier rail of the
+# same Spark (the second logical interface of a ring's port, NVIDIA connect-three-sparks):
+# ROUTE_TABLE_BASE + the rail's number, for both.
+ROUTE_TABLE_BASE = 20000
 
-def wanted(rail: QsfpInterface) -> dict[str, str]:
-    """The profile properties of a rail, as nmcli names and prints them."""
-    return {
+
+def own_table(rail: QsfpInterface, rails: list[QsfpInterface]) -> int:
+    """
+    The routing table of a rail that shares its subnet with an earlier rail of the Spark
+    (0: none, the main table). Two interfaces in one subnet share the main table's route
+    through the first, so a reply to the second's address would leave through the first:
+    on the cable's other logical interface, where a socket bound to the second (the proof's
+    ping, an engine's bound socket) never sees it. The second gets its prefix route in a
+    table of its own and a rule that sends what it answers from its own address there.
+    """
+    for other in rails:
+        if other.interface == rail.interface:
+            return 0
+        if other.network == rail.network:
+            return ROUTE_TABLE_BASE + rails.index(rail) + 1
+    return 0
+
+
+def wanted(
+    rail: QsfpInterface, table: int = 0, current: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The profile properties of a rail, as nmcli names and prints them: with a routing
+    table of its own when ``table`` (``own_table``), or back to the main table when the
+    ``current`` profile still has one."""
+    properties = {
         "connection.interface-name": rail.interface,
         "connection.autoconnect": "yes",
         "ipv4.method": "manual",
@@ -60,13 +86,20 @@ def wanted(rail: QsfpInterface) -> dict[str, str]:
         "802-3-ethernet.mtu": str(rail.mtu),
         "ipv6.method": "link-local" if rail.ipv6 else "disabled",
     }
+    if table:
+        properties["ipv4.route-table"] = str(table)
+        properties["ipv4.routing-rules"] = f"priority {table} from {rail.ip} table {table}"
+    elif (current or {}).get("ipv4.route-table", "0") not in ("", "0"):
+        properties["ipv4.route-table"] = "0"
+        properties["ipv4.routing-rules"] = ""
+    return properties
 
 
-def profile_commands(rail: QsfpInterface, facts: Network) -> list[str]:
+def profile_commands(rail: QsfpInterface, facts: Network, table: int = 0) -> list[str]:
     """The nmcli commands that bring a rail to its wanted state ([] when it is there)."""
     name = profile_name(rail.interface)
     profile = facts.profiles.get(name)
-    want = wanted(rail)
+    want = wanted(rail, table, profile)
     if profile is None:
         settings = " ".join(f"{key} {shell(value)}" for key, value in want.items())
         change = f"nmcli connection add type ethernet con-name {shell(name)} {settings}"
@@ -84,7 +117,7 @@ def changes_planned(target: Host) -> bool:
     facts = network(target)
     spark: SparkSettings = target.data.spark
     return bool(netplan_plan(spark, facts).commands) or any(
-        profile_commands(rail, facts) for rail in spark.qsfp
+        profile_commands(rail, facts, own_table(rail, spark.qsfp)) for rail in spark.qsfp
     )
 
 
@@ -110,7 +143,8 @@ def refusals(spark: SparkSettings, facts: Network) -> list[str]:
             carries.append(f"the SSH session of this deploy ({facts.ssh_connection})")
         if rail.interface in facts.default_devs:
             carries.append("the default route")
-        if carries and profile_commands(rail, facts):  # one already as wanted is left alone
+        changes = profile_commands(rail, facts, own_table(rail, spark.qsfp))
+        if carries and changes:  # one already as wanted is left alone
             problems.append(
                 f"{where} carries {' and '.join(carries)}; reconfiguring it would cut this "
                 "Spark off. List only the QSFP ports of the cable to the peer under qsfp"
@@ -395,7 +429,9 @@ def netplan_taken_over():
 
 
 @operation()
-def nm_profile(interface: str, address: str, mtu: int = 9000, ipv6: bool = False):
+def nm_profile(
+    interface: str, address: str, mtu: int = 9000, ipv6: bool = False, route_table: int = 0
+):
     """
     A NetworkManager connection profile ``qsfp-<interface>`` for one QSFP interface: static
     IPv4, MTU, autoconnect, IPv6 off unless asked. Created when missing, only the
@@ -406,6 +442,8 @@ def nm_profile(interface: str, address: str, mtu: int = 9000, ipv6: bool = False
     + address: static IPv4 address with prefix length, such as ``192.168.100.1/24``
     + mtu: MTU of the interface (9000: jumbo frames)
     + ipv6: IPv6 link-local addresses on the interface (off by default)
+    + route_table: a routing table of its own, with a rule for what it sends from its
+      address (0: the main table), for an interface in the subnet of another (``own_table``)
 
     **Example:**
 
@@ -418,7 +456,7 @@ def nm_profile(interface: str, address: str, mtu: int = 9000, ipv6: bool = False
         )
     """
     rail = QsfpInterface(interface=interface, address=address, mtu=mtu, ipv6=ipv6)
-    commands = profile_commands(rail, network(host))
+    commands = profile_commands(rail, network(host), route_table)
     if not commands:
         host.noop(f"{profile_name(interface)} is up with {address}, MTU {mtu}")
     yield from commands
@@ -445,4 +483,5 @@ def configure_qsfp_network() -> None:
             address=rail.address,
             mtu=rail.mtu,
             ipv6=rail.ipv6,
+            route_table=own_table(rail, spark.qsfp),
         )

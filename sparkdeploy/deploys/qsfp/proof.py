@@ -24,6 +24,7 @@ from sparkdeploy.config.paths import NCCL_ENV
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Place
 from sparkdeploy.deploys.managed import registered
+from sparkdeploy.deploys.qsfp.cabling import End, cabling_fix
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env, write_command
 from sparkdeploy.deploys.qsfp.network import changes_planned
 from sparkdeploy.deploys.refuse import refuse
@@ -32,6 +33,7 @@ from sparkdeploy.facts.network import (
     LINK,
     Network,
     QsfpNetwork,
+    RingNeighbours,
     fact_arguments,
     network,
     pinged,
@@ -109,11 +111,49 @@ def record(target: Host, found: list[RailGid]) -> None:
     logger.info(f"{target.print_prefix}QSFP proven: {summary(found, pinged(target))}")
 
 
+def ring_members(target: Host) -> list[Host]:
+    """The Sparks of this Spark's ring, in inventory order ([] when it is in none)."""
+    place: Place = target.data.place
+    names = {cable.a for cable in place.cables}
+    return [target.inventory.get_host(name) for name in target.inventory.hosts if name in names]
+
+
+def ring_cabling(target: Host) -> list[str]:
+    """
+    In a ring whose proof failed: which port each Spark's ports really reach (every other
+    address of the ring asked through each of its interfaces, the answering MAC looked up
+    in the Sparks' own links) and the exact move that fixes the cabling (cabling.py).
+    Empty outside a ring, or when every port that answered is where the ring wants it.
+    """
+    place: Place = target.data.place
+    members = ring_members(target)
+    if not place.ringed or not members:
+        return []
+    macs: dict[str, End] = {}
+    for member in members:
+        links = network(member).links
+        for rail in member.data.place.rails:
+            link = links.get(rail.interface)
+            if link is not None and link.mac and rail.port is not None:
+                macs[link.mac] = (member.name, rail.port)
+    seen: dict[End, End] = {}
+    for member in members:
+        rails = member.data.place.rails
+        others = [r.ip for m in members if m is not member for r in m.data.place.rails]
+        found = member.get_fact(RingNeighbours, asked=[(r.interface, others) for r in rails])
+        for rail in rails:
+            for _, mac in found.get(rail.interface, ()):
+                if mac in macs and rail.port is not None:
+                    seen[(member.name, rail.port)] = macs[mac]
+    return cabling_fix(place.cables, seen)
+
+
 def prove_at_planning() -> None:
     """The proof from the network facts taken at planning (nothing changes in this run)."""
     their_mtus = {other.name: mtus(network(other)) for other in pinged(host)}
     found, problems = proof(host.data.spark, host.data.place, network(host), their_mtus)
     if problems:
+        problems = ring_cabling(host) + problems
         refuse(problems, lead=f"{host.name}: the QSFP path is not proven")
     record(host, found)
 
@@ -137,6 +177,7 @@ def prove_now(state, host) -> None:
     _, problems = proof(
         spark, place, facts, {other.name: read_mtus(other) for other in pinged(host)}
     )
+    problems = ring_cabling(host) + problems
     raise OperationError(
         f"{host.name}: the QSFP path is not proven after configuring it "
         f"({PROOF_TIMEOUT}s):\n  - " + "\n  - ".join(problems)
