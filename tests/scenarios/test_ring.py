@@ -105,13 +105,9 @@ class TestThreeSparkRing:
             assert value(words, "--node-rank") == str(rank)
             env = twin.exec(f"docker inspect -f '{{{{json .Config.Env}}}}' {CONTAINER}").stdout
             assert "NCCL_SOCKET_IFNAME=eth0" in env and f"NCCL_IB_HCA={DEVICES}" in env
-        assert '"id": "Mistral-Small-4-119B-2603-NVFP4"' in models_answer(
-            scenario.twins[NAMES[0]]
-        )
+        assert '"id": "Mistral-Small-4-119B-2603-NVFP4"' in models_answer(scenario.twins[NAMES[0]])
 
-    def test_two_cables_swapped_at_one_spark_are_refused_with_the_exchange_to_make(
-        self, scenario
-    ):
+    def test_two_cables_swapped_at_one_spark_are_refused_with_the_exchange_to_make(self, scenario):
         twins = list(scenario.twins.values())
         recable(twins, swapped_at="ring-a")
         try:
