@@ -236,38 +236,18 @@ def test_config_knows_no_plans_shape():
 # spark-fetch's parts (files/<name>.py, shipped to the Spark beside spark-fetch and imported
 # by name): what each may import of the others, one way, fetch_errors first. The job itself
 # (fetch_job.py, the command and its main) may import them all.
+BASE = {"fetch_spec", "fetch_errors", "fetch_progress", "fetch_names"}  # what a job builds on
 FETCH_PARTS: dict[str, set[str]] = {
     "fetch_spec": set(),
     "fetch_errors": set(),
     "fetch_progress": {"fetch_errors"},
     "fetch_names": {"fetch_errors"},
-    "fetch_hub": {"fetch_spec", "fetch_errors", "fetch_progress", "fetch_names"},
-    "fetch_docker": {"fetch_spec", "fetch_errors", "fetch_progress", "fetch_names"},
-    "fetch_channel": {"fetch_spec", "fetch_errors", "fetch_progress", "fetch_names"},
-    "fetch_serve": {
-        "fetch_spec",
-        "fetch_errors",
-        "fetch_progress",
-        "fetch_names",
-        "fetch_docker",
-        "fetch_channel",
-    },  # fmt: skip
-    "fetch_copy": {
-        "fetch_spec",
-        "fetch_errors",
-        "fetch_progress",
-        "fetch_names",
-        "fetch_hub",
-        "fetch_channel",
-    },  # fmt: skip
-    "fetch_copy_image": {
-        "fetch_spec",
-        "fetch_errors",
-        "fetch_progress",
-        "fetch_names",
-        "fetch_docker",
-        "fetch_channel",
-    },  # fmt: skip
+    "fetch_hub": BASE,
+    "fetch_docker": BASE,
+    "fetch_channel": BASE,
+    "fetch_serve": BASE | {"fetch_docker", "fetch_channel"},
+    "fetch_copy": BASE | {"fetch_hub", "fetch_channel"},
+    "fetch_copy_image": BASE | {"fetch_docker", "fetch_channel"},
 }
 
 
