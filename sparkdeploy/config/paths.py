@@ -83,10 +83,23 @@ LINK_TEST_RESULT = "/var/lib/spark-deploy/linktest.json"
 # FETCH_JOBS holds each job's spec (ID.json) and progress (ID.status.json), IMAGE_READINGS
 # what was read from each image, by image ID (<hex>.json).
 FETCH_BIN = "/usr/local/sbin/spark-fetch"
-# The modules spark-fetch imports (its job specs, files/fetch_spec.py): a root-owned 0755
-# folder of their own, which spark-fetch puts on its sys.path by name.
+# The modules spark-fetch imports (its job specs, files/fetch_spec.py, and its parts,
+# files/fetch_*.py): a root-owned 0755 folder of their own, which spark-fetch puts on its
+# sys.path by name. Each is shipped as files/<name>.py to FETCH_LIB/<name>.py.
 FETCH_LIB = "/usr/local/lib/spark-deploy"
 FETCH_SPEC = FETCH_LIB + "/fetch_spec.py"
+FETCH_MODULES = (
+    "fetch_spec",
+    "fetch_errors",
+    "fetch_progress",
+    "fetch_names",
+    "fetch_hub",
+    "fetch_docker",
+    "fetch_channel",
+    "fetch_serve",
+    "fetch_copy",
+    "fetch_copy_image",
+)
 FETCH_UNIT = SYSTEMD_DIR + "/spark-fetch@.service"
 FETCH_JOBS = "/var/lib/spark-deploy/fetch"
 IMAGE_READINGS = "/var/lib/spark-deploy/images"
@@ -190,7 +203,7 @@ def host_files(spark: SparkSettings) -> list[ManagedFile]:
         ManagedFile(LINK_TEST, mode="755"),
         ManagedFile(ROLLBACK_BIN, mode="755"),
         ManagedFile(FETCH_BIN, mode="755"),
-        ManagedFile(FETCH_SPEC),
+        *(ManagedFile(f"{FETCH_LIB}/{name}.py") for name in FETCH_MODULES),
         ManagedFile(FETCH_UNIT),
         *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),
     ]

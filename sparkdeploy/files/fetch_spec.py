@@ -8,8 +8,9 @@ whose keys are not exactly its kind's (an unknown key, a missing one), naming th
 
 Shipped to the Spark beside spark-fetch (config/paths.py: FETCH_SPEC, in a root-owned 0755
 folder spark-fetch puts on its sys.path) and imported by the deploy (through
-sparkdeploy/deploys/fetch/spec.py), so the two cannot drift apart. Standard library only:
-the Spark's own python3; it imports nothing of the deploy and knows no pyinfra.
+sparkdeploy/deploys/fetch/spec.py), so the two cannot drift apart. May import: the
+standard library only (the Spark's own python3). Must not know: the deploy, pyinfra, or
+spark-fetch's other parts (each of them may import it).
 
 It also holds what every Python program shipped with it shares: ``DOCKER``.
 """

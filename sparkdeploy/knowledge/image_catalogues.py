@@ -1,7 +1,7 @@
 """
 Flag lists read from images (``make catalogue IMAGE=...``, tools/catalogue/image.py): the
 flags an image's engine lists for ``--help``, read by the same script and parser spark-fetch
-uses on the Spark (files/fetch_job.py ``read_image``), kept in
+uses on the Spark (files/fetch_docker.py ``read_image``), kept in
 ``catalogues/images/<engine>-<image>.json``. An engine with ``launch: image`` has its flags
 checked by name against the list of its image before any host is touched; without one the
 image decides, with a warning, and the Spark's own reading after the pull stands.

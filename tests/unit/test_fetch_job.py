@@ -17,16 +17,29 @@ from types import ModuleType
 
 import pytest
 
+from sparkdeploy.config.paths import FETCH_MODULES
 from sparkdeploy.render import FILES
 
 
 def load_job(jobs: Path) -> ModuleType:
+    """spark-fetch loaded as a file (as the Spark runs it), with its parts (the sibling
+    modules it imports, FETCH_MODULES) imported afresh: their JOBS is ``jobs`` too. The job
+    specs (fetch_spec) stay the deploy's own module."""
     os.environ["SPARK_FETCH_JOBS"] = str(jobs)
+    for name in FETCH_MODULES:
+        if name != "fetch_spec":
+            sys.modules.pop(name, None)
     spec = importlib.util.spec_from_file_location("fetch_job", FILES / "fetch_job.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def part(name: str) -> ModuleType:
+    """The part ``name`` of spark-fetch (files/<name>.py) as the last ``load_job`` imported
+    it: patch a name where the part that uses it looks it up."""
+    return sys.modules[name]
 
 
 @pytest.fixture
@@ -52,7 +65,7 @@ PULL = [
 
 
 def test_docker_bars_are_read_as_bytes_per_layer(job: ModuleType):
-    progress = job.PullProgress({})
+    progress = part("fetch_docker").PullProgress({})
     shown = []
     for chunk in PULL[:3]:
         shown += progress.feed(chunk)
@@ -68,7 +81,9 @@ def test_docker_bars_are_read_as_bytes_per_layer(job: ModuleType):
 
 
 def test_the_manifest_sizes_are_the_total_and_layers_present_count_as_done(job: ModuleType):
-    progress = job.PullProgress({"0123456789ab": 45_600_123, "fedcba987654": 2_500_001})
+    progress = part("fetch_docker").PullProgress(
+        {"0123456789ab": 45_600_123, "fedcba987654": 2_500_001}
+    )
     assert progress.total == 48_100_124 and progress.done == 0
     progress.feed("fedcba987654: Already exists\n0123456789ab: Downloading [>   ]  1MB/45.6MB\r")
     assert progress.done == 2_500_001 + 1_000_000
@@ -76,13 +91,13 @@ def test_the_manifest_sizes_are_the_total_and_layers_present_count_as_done(job: 
 
 
 def test_a_narrow_terminal_shows_no_bar_and_the_bytes_are_read_all_the_same(job: ModuleType):
-    progress = job.PullProgress({})
+    progress = part("fetch_docker").PullProgress({})
     progress.feed("0123456789ab: Downloading   12.35MB/45.6MB\r\n")
     assert (progress.done, progress.total) == (12_350_000, 45_600_000)
 
 
 def test_a_line_split_across_reads_is_read_once_whole(job: ModuleType):
-    progress = job.PullProgress({})
+    progress = part("fetch_docker").PullProgress({})
     assert progress.feed("0123456789ab: Down") == []
     progress.feed("loading [=>   ]  2MB/4MB\r")
     assert progress.done == 2_000_000
@@ -95,18 +110,21 @@ def test_a_folder_counts_finished_files_and_partial_ones(job: ModuleType, tmp_pa
     (folder / ".cache/huggingface/download/ab12.cd34.0a1b2c3d.incomplete").write_bytes(b"y" * 7)
     (folder / "unrelated.bin").write_bytes(b"z" * 1000)  # not a file of the revision
     files = {"config.json": 100, "model.safetensors": 50}
-    assert job.folder_bytes(folder, files) == 107
+    assert part("fetch_hub").folder_bytes(folder, files) == 107
 
 
 def test_the_disk_check_names_both_numbers_and_the_folder(job: ModuleType, tmp_path: Path):
-    folder, free = job.free_bytes(str(tmp_path / "not" / "yet"))
+    progress = part("fetch_progress")
+    folder, free = progress.free_bytes(str(tmp_path / "not" / "yet"))
     assert folder == str(tmp_path)
     with pytest.raises(job.JobError) as caught:
-        job.check_room("o/m (66.0 GB)", str(tmp_path / "not" / "yet"), free)
+        progress.check_room("o/m (66.0 GB)", str(tmp_path / "not" / "yet"), free)
     text = str(caught.value)
-    assert text.startswith(f"not enough disk for o/m (66.0 GB): it needs {job.human(free)} more")
-    assert f"at {tmp_path}, which has {job.human(free)} free (keeping 2.1 GB spare)" in text
-    job.check_room("small", str(tmp_path), 1)  # fits: no error
+    assert text.startswith(
+        f"not enough disk for o/m (66.0 GB): it needs {progress.human(free)} more"
+    )
+    assert f"at {tmp_path}, which has {progress.human(free)} free (keeping 2.1 GB spare)" in text
+    progress.check_room("small", str(tmp_path), 1)  # fits: no error
 
 
 def test_the_status_file_is_whole_at_every_write_and_carries_a_rate(
@@ -184,11 +202,11 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (folder / "w.safetensors").write_bytes(os.urandom(3_000_000))
     (folder / ".cache" / "huggingface").mkdir(parents=True)
     (folder / ".cache" / "huggingface" / "x.metadata").write_text("hf's own")
-    (folder / job.MARKER).write_text("o/m@main\n")
+    (folder / part("fetch_names").MARKER).write_text("o/m@main\n")
     check = tmp_path / "spark-model-check"
     check.write_text(f'#!/bin/sh\nexec {sys.executable} {FILES / "model_check.py"} "$@"\n')
     check.chmod(0o755)
-    monkeypatch.setattr(job, "IDLE", 3)
+    monkeypatch.setattr(part("fetch_serve"), "IDLE", 3)
     port = free_port()
     token = tmp_path / "private" / "serve-x.token"
     token.parent.mkdir(mode=0o700)
@@ -205,7 +223,7 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         time.sleep(0.05)
     yield folder, port, str(check), str(token)
     # The server stops once idle; rather than wait out IDLE, make any request the last one.
-    monkeypatch.setattr(job, "IDLE", 0)
+    monkeypatch.setattr(part("fetch_serve"), "IDLE", 0)
     with socket.socket() as poke:
         poke.connect_ex(("127.0.0.1", port))
     server.join(timeout=10)
@@ -249,7 +267,7 @@ def test_a_folder_is_copied_whole_resumed_and_sealed(job: ModuleType, head, tmp_
     job.copy_model(spec, status)
     assert (target / "w.safetensors").read_bytes() == (folder / "w.safetensors").read_bytes()
     assert (target / "config.json").read_text() == '{"a": 1}'
-    assert (target / job.MARKER).read_text().strip() == "o/m@main"  # sealed here
+    assert (target / part("fetch_names").MARKER).read_text().strip() == "o/m@main"  # sealed here
     assert not (target / ".cache" / "huggingface").exists()  # hf's files stay on the head
     assert status.data["done"] == status.data["total"] == 3_000_000 + 8
 
@@ -266,14 +284,14 @@ def test_the_head_answers_only_the_other_spark_and_only_what_was_planned(job: Mo
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(request, timeout=5)
         assert caught.value.code == 404
-    job_head = job.Head(source="127.0.0.1", port=port, token_file=token)
-    listing = job.head_json(job_head, "/model", want="o/m@main")
+    job_head = part("fetch_spec").Head(source="127.0.0.1", port=port, token_file=token)
+    listing = part("fetch_channel").head_json(job_head, "/model", want="o/m@main")
     assert listing == {"ready": True, "files": {"config.json": 8, "w.safetensors": 3_000_000}}
 
 
 def test_a_watched_command_ends_with_its_code_and_last_lines(job: ModuleType):
     samples = []
-    code, lines = job.watch(
+    code, lines = part("fetch_progress").watch(
         ["sh", "-c", "echo one; sleep 1.2; echo two; exit 3"], lambda: samples.append(1)
     )
     assert (code, lines) == (3, ["one", "two"])
@@ -281,9 +299,10 @@ def test_a_watched_command_ends_with_its_code_and_last_lines(job: ModuleType):
 
 
 def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path):
-    spec = job.Head(source="127.0.0.1", port=free_port(), wait_limit=0)  # nothing listens
-    with pytest.raises(job.JobError) as caught:
-        job.wait_for_head(spec, job.Status("copy-x", "c"), "/model", want="o/m@main")
+    spec = part("fetch_spec").Head(source="127.0.0.1", port=free_port(), wait_limit=0)
+    channel = part("fetch_channel")
+    with pytest.raises(job.JobError) as caught:  # nothing listens
+        channel.wait_for_head(spec, job.Status("copy-x", "c"), "/model", want="o/m@main")
     assert str(caught.value).startswith("the head (127.0.0.1) did not have")
     assert "within 0 s" in str(caught.value) and "Connection refused" in str(caught.value)
 
@@ -291,8 +310,8 @@ def test_a_copy_waits_for_the_head_only_so_long(job: ModuleType, tmp_path: Path)
 def test_the_head_answers_every_other_spark_it_was_told_and_no_one_else(job: ModuleType, head):
     import http.client
 
-    assert job.allowed("192.168.100.2") == {"192.168.100.2"}  # an older spec
-    assert job.allowed(["192.168.100.2", "192.168.100.3"]) == {
+    assert part("fetch_serve").allowed("192.168.100.2") == {"192.168.100.2"}  # an older spec
+    assert part("fetch_serve").allowed(["192.168.100.2", "192.168.100.3"]) == {
         "192.168.100.2",
         "192.168.100.3",
     }
@@ -415,7 +434,7 @@ def test_a_name_outside_the_folder_is_refused_before_anything_is_written(job, tm
     hostile.server.shutdown()
 
 
-def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path):
+def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path, monkeypatch):
     hostile = Hostile(b"owned")
     target, victim = tmp_path / "other" / "m", tmp_path / "victim"
     target.mkdir(parents=True)
@@ -428,7 +447,7 @@ def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path):
     (target / "sub").unlink()
     (target / "x").symlink_to(victim / "y")  # a symlink where the file goes is replaced
     spec = hostile.spec(job, target, {"x": [5, sha(b"owned")]}, tmp_path)
-    job.seal = lambda spec: None
+    monkeypatch.setattr(part("fetch_copy"), "seal", lambda spec: None)
     job.copy_model(spec, job.Status("copy-x", "c"))
     assert not (target / "x").is_symlink() and (target / "x").read_bytes() == b"owned"
     assert not (victim / "y").exists()
@@ -445,12 +464,12 @@ def test_a_symlinked_folder_in_the_copy_is_not_followed(job, tmp_path):
     ],
 )
 def test_a_body_longer_shorter_or_other_than_declared_is_refused(
-    job, tmp_path, body, length, error
+    job, tmp_path, body, length, error, monkeypatch
 ):
     hostile = Hostile(body, length)
     target = tmp_path / "other" / "m"
     spec = hostile.spec(job, target, {"w.bin": [5, sha(b"owned")]}, tmp_path)
-    job.seal = lambda spec: None
+    monkeypatch.setattr(part("fetch_copy"), "seal", lambda spec: None)
     if error:
         with pytest.raises(job.JobError, match=error):
             job.copy_model(spec, job.Status("copy-x", "c"))
@@ -463,7 +482,7 @@ def test_a_body_longer_shorter_or_other_than_declared_is_refused(
 
 
 def test_the_copy_does_not_chown_through_a_planted_symlink(job, head, tmp_path, monkeypatch):
-    monkeypatch.setattr(job, "seal", lambda spec: None)
+    monkeypatch.setattr(part("fetch_copy"), "seal", lambda spec: None)
     target, victim = tmp_path / "other" / "m", tmp_path / "victim"
     target.mkdir(parents=True)
     victim.write_text("root's")
@@ -481,12 +500,12 @@ def test_hf_partial_files_are_removed_only_inside_the_folder(job, tmp_path):
     (outside / "keep.incomplete").write_text("x")
     (folder / ".cache" / "huggingface").mkdir(parents=True)
     (folder / ".cache" / "huggingface" / "download").symlink_to(outside)
-    job.remove_partial_files(folder)
+    part("fetch_hub").remove_partial_files(folder)
     assert (outside / "keep.incomplete").exists()
     (folder / ".cache" / "huggingface" / "download").unlink()
     (folder / ".cache" / "huggingface" / "download" / "d").mkdir(parents=True)
     (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").write_text("x")
-    job.remove_partial_files(folder)
+    part("fetch_hub").remove_partial_files(folder)
     assert not (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").exists()
 
 
@@ -496,20 +515,22 @@ def test_the_hub_file_list_must_name_plain_paths(job, monkeypatch):
     def hub(listing):
         return lambda *a, **k: subprocess.CompletedProcess(a, 0, json.dumps(listing), "")
 
-    spec = job.ModelSpec(label="m", hf_venv="/x", repo="o/m", revision="main", user="root",
-                         want="o/m@main", folder="/x", needs_tokenizer=False, base_repo=None,
-                         group="root", env={}, model_check="/x")  # fmt: skip
+    spec = part("fetch_spec").ModelSpec(
+        label="m", hf_venv="/x", repo="o/m", revision="main", user="root",
+        want="o/m@main", folder="/x", needs_tokenizer=False, base_repo=None,
+        group="root", env={}, model_check="/x")  # fmt: skip
     monkeypatch.setattr(job.subprocess, "run", hub({"config.json": 3, "sub/w.bin": 4}))
-    assert job.hub_files(spec) == {"config.json": 3, "sub/w.bin": 4}
+    assert part("fetch_hub").hub_files(spec) == {"config.json": 3, "sub/w.bin": 4}
     for name in ("../../etc/cron.d/x", "/etc/passwd", "a/./b"):
         monkeypatch.setattr(job.subprocess, "run", hub({name: 1}))
         with pytest.raises(job.JobError, match="refused the file name"):
-            job.hub_files(spec)
+            part("fetch_hub").hub_files(spec)
 
 
 # names: the grammar a copied or listed file name must have
 
-NAMES = load_job(Path(os.environ.get("SPARK_FETCH_JOBS", "/nonexistent")))
+load_job(Path(os.environ.get("SPARK_FETCH_JOBS", "/nonexistent")))
+NAMES = part("fetch_names")  # safe_name, and the JobError it raises
 PART = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12)
 
 
@@ -594,7 +615,7 @@ def test_the_image_tar_is_passed_only_when_it_is_the_expected_image(job, tar, er
 
     config = b'{"architecture": "arm64"}'
     sink = io.BytesIO()
-    run = lambda: job.pass_image(  # noqa: E731
+    run = lambda: part("fetch_copy_image").pass_image(  # noqa: E731
         io.BytesIO(tar(config)), sink, "o/engine:1", f"sha256:{sha(config)}", lambda n: None
     )
     if error:
@@ -621,9 +642,10 @@ def test_the_private_docker_config_holds_only_the_registry_logins(job, tmp_path,
         "cliPluginsExtraDirs": [str(tmp_path)], "aliases": {"builder": "buildx"},
         "proxies": {"default": {"httpProxy": "http://evil"}},
     }))  # fmt: skip
-    spec = job.ImageSpec(label="i", image="o/engine:1", engine="vllm", read_script="",
-                         readings="/x", docker_config=str(home), user="root")  # fmt: skip
-    folder = job.private_docker_config(spec)
+    spec = part("fetch_spec").ImageSpec(
+        label="i", image="o/engine:1", engine="vllm", read_script="",
+        readings="/x", docker_config=str(home), user="root")  # fmt: skip
+    folder = part("fetch_docker").private_docker_config(spec)
     assert os.stat(folder).st_mode & 0o777 == 0o700 and os.stat(folder).st_uid == 0
     assert os.listdir(folder) == ["config.json"]
     written = Path(folder) / "config.json"
@@ -636,8 +658,8 @@ def test_the_private_docker_config_holds_only_the_registry_logins(job, tmp_path,
     (tmp_path / "real.json").write_text(json.dumps({"auths": {"a": {"auth": "x"}}}))
     (home / "config.json").unlink()
     (home / "config.json").symlink_to(tmp_path / "real.json")
-    assert job.operator_auths(spec) == {}
-    assert job.operator_auths(replace(spec, user="nobody")) == {}
+    assert part("fetch_docker").operator_auths(spec) == {}
+    assert part("fetch_docker").operator_auths(replace(spec, user="nobody")) == {}
 
 
 # --- the spec, typed once for the deploy and the job (files/fetch_spec.py) ------------------
@@ -656,7 +678,9 @@ def test_a_spec_reads_back_as_written_and_the_job_finds_its_modules_where_they_a
     data = json.loads(spec.to_json())
     assert data["kind"] == "copy-model" and "token_file" not in data  # never in the spec
     assert job.JobSpec.from_json(spec.to_json()) == job.replace(spec, token_file="")
-    assert job.CopyModelSpec.from_json(spec.to_json()).head == job.Head("192.168.100.1", 47471, 60)
+    assert job.CopyModelSpec.from_json(spec.to_json()).head == part("fetch_spec").Head(
+        "192.168.100.1", 47471, 60
+    )
 
 
 @pytest.mark.parametrize(
@@ -675,7 +699,7 @@ def test_a_spec_with_other_keys_than_its_kind_is_refused_naming_them(job, change
     with pytest.raises(job.SpecError, match=error):
         job.JobSpec.from_json(json.dumps(change(spec.to_dict())))
     with pytest.raises(job.SpecError, match="kind 'serve' is not one of"):
-        job.ModelSpec.from_json(spec.to_json())  # another kind than asked
+        part("fetch_spec").ModelSpec.from_json(spec.to_json())  # another kind than asked
 
 
 def test_a_job_whose_spec_is_refused_fails_saying_why(tmp_path: Path):

@@ -17,7 +17,7 @@ import pytest
 
 from sparkdeploy.deploys.fetch.progress import job_line
 from sparkdeploy.render import FILES
-from tests.unit.test_fetch_job import fake_tools, load_job
+from tests.unit.test_fetch_job import fake_tools, load_job, part
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def transient_errors(job: ModuleType) -> list[BaseException]:
         http.client.IncompleteRead(b"abc", 10),
         socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution"),
         OSError("the head answered 500 to /file: boom"),
-        job.TransientError("w.bin: the head sent 3 of its 5 bytes"),
+        part("fetch_errors").TransientError("w.bin: the head sent 3 of its 5 bytes"),
         job.JobError(
             "hf download org/m failed (exit 1): huggingface_hub.errors.HfHubHTTPError: "
             "503 Server Error: Service Unavailable for url: https://huggingface.co/..."
@@ -63,7 +63,7 @@ def permanent_errors(job: ModuleType) -> list[BaseException]:
         job.JobError("docker pull x failed: filesystem layer verification failed for digest"),
         OSError("the head answered 404 to /file: no such file"),
         socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
-        job.WaitedOut("the head (a) did not have x whole within 600 s: timed out"),
+        part("fetch_errors").WaitedOut("the head (a) did not have x whole within 600 s: timed out"),
         ValueError("a bug"),
         job.JobError("something the job does not know"),
     ]

@@ -233,20 +233,55 @@ def test_config_knows_no_plans_shape():
     assert protocols == []
 
 
+# spark-fetch's parts (files/<name>.py, shipped to the Spark beside spark-fetch and imported
+# by name): what each may import of the others, one way, fetch_errors first. The job itself
+# (fetch_job.py, the command and its main) may import them all.
+BASE = {"fetch_spec", "fetch_errors", "fetch_progress", "fetch_names"}  # what a job builds on
+FETCH_PARTS: dict[str, set[str]] = {
+    "fetch_spec": set(),
+    "fetch_errors": set(),
+    "fetch_progress": {"fetch_errors"},
+    "fetch_names": {"fetch_errors"},
+    "fetch_hub": BASE,
+    "fetch_docker": BASE,
+    "fetch_channel": BASE,
+    "fetch_serve": BASE | {"fetch_docker", "fetch_channel"},
+    "fetch_copy": BASE | {"fetch_hub", "fetch_channel"},
+    "fetch_copy_image": BASE | {"fetch_docker", "fetch_channel"},
+}
+
+
+def top_imports(path: Path) -> set[str]:
+    """The top-level names of the modules ``path`` imports (``__future__`` left out)."""
+    tree = ast.parse(path.read_text())
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for alias in node.names}  # fmt: skip
+    modules |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    return {module.split(".")[0] for module in modules} - {"__future__"}
+
+
 def test_what_is_shipped_with_spark_fetch_needs_only_python():
-    """sparkdeploy/files/fetch_spec.py (the job specs, imported by the deploy too) and spark-fetch: the
-    Spark's python3 and nothing else; DOCKER defined once, in the spec module."""
-    for name in ("fetch_job.py", "fetch_spec.py"):
-        tree = ast.parse((PACKAGE / "files" / name).read_text())
-        modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                   for alias in node.names}  # fmt: skip
-        modules |= {
-            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-        }
-        tops = {module.split(".")[0] for module in modules} - {"__future__", "fetch_spec"}
-        assert tops <= sys.stdlib_module_names, (name, tops - sys.stdlib_module_names)
-    spec = (PACKAGE / "files" / "fetch_spec.py").read_text()
-    assert (
-        spec.count("DOCKER = ") == 1
-        and "DOCKER = " not in (PACKAGE / "files" / "fetch_job.py").read_text()
-    )
+    """sparkdeploy/files/fetch_spec.py (the job specs, imported by the deploy too), spark-fetch
+    and its parts: the Spark's python3 and each other, nothing else (never sparkdeploy);
+    DOCKER defined once, in the spec module."""
+    from sparkdeploy.config.paths import FETCH_MODULES
+
+    assert set(FETCH_PARTS) == set(FETCH_MODULES)  # every part is shipped (config/paths.py)
+    assert {p.stem for p in (PACKAGE / "files").glob("fetch_*.py")} == {*FETCH_PARTS, "fetch_job"}
+    for name in ("fetch_job", *FETCH_PARTS):
+        tops = top_imports(PACKAGE / "files" / f"{name}.py")
+        allowed = set(FETCH_PARTS) if name == "fetch_job" else FETCH_PARTS[name]
+        assert "sparkdeploy" not in tops, name
+        assert tops - sys.stdlib_module_names <= allowed, (name, tops - sys.stdlib_module_names)
+    texts = {p.name: p.read_text() for p in (PACKAGE / "files").glob("fetch_*.py")}
+    assert [name for name, text in texts.items() if "DOCKER = " in text] == ["fetch_spec.py"]
+    assert texts["fetch_spec.py"].count("DOCKER = ") == 1
+
+
+def test_spark_fetch_parts_say_what_they_may_import_and_must_not_know():
+    for name in ("fetch_job", *FETCH_PARTS):
+        text = ast.get_docstring(ast.parse((PACKAGE / "files" / f"{name}.py").read_text()))
+        assert text is not None, name
+        words = " ".join(text.split())
+        assert "May import" in words or "may import" in words, name
+        assert "Must not know" in words or "must not know" in words, name

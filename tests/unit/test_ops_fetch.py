@@ -18,6 +18,7 @@ from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.fetch.progress import job_line, progress_line
 from sparkdeploy.engine_plan.image_check import ImageReading, flag_names, image_problems
 from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.render import FILES
 from tests.unit.operations import given, host_state, run, spark
 
 MODEL = "/opt/models/Mistral-Small-4-119B-2603-NVFP4"
@@ -667,3 +668,59 @@ def test_a_copy_starts_with_the_digests_read_from_the_head_and_its_token_uploade
     )]  # fmt: skip
     assert "install -d -m 700 /var/lib/spark-deploy/fetch/private" in spark_.commands[0]
     assert all(ready.token not in command for command in spark_.commands)
+
+
+# --- spark-fetch and its parts, shipped --------------------------------------------------
+
+
+def shipped_imports(name: str = "fetch_job") -> set[str]:
+    """The modules of files/ that files/<name>.py imports, and theirs (read with ast)."""
+    import ast
+
+    found: set[str] = set()
+    tree = ast.parse((FILES / f"{name}.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (FILES / f"{node.module}.py").is_file():
+            found |= {str(node.module)} | shipped_imports(str(node.module))
+    return found
+
+
+def test_the_deploy_ships_spark_fetch_and_every_module_it_imports():
+    """spark-fetch imports its parts by name from FETCH_LIB (files/fetch_job.py): the deploy
+    installs each one it imports, as files/ holds it, and the managed-file registry knows
+    each (so the host-state fact reads it and a re-run changes nothing)."""
+    from pyinfra.context import ctx_host, ctx_state
+
+    from sparkdeploy.config.paths import FETCH_LIB
+    from sparkdeploy.engine_plan.files import managed_files
+    from sparkdeploy.render import file_text
+
+    host = spark(**REPOS)
+    installed: dict[str, str] = {}
+
+    def install(name: str, path: str, content: str) -> mock.Mock:
+        installed[path] = content
+        return mock.Mock()
+
+    with (
+        ctx_state.use(host.state),
+        ctx_host.use(host),
+        mock.patch.multiple(
+            fetch,
+            managed_file=install,
+            fetched=mock.DEFAULT,
+            serving_stopped=mock.DEFAULT,
+            host_state=host_state,
+            jobs_of=lambda *args: [],
+            systemd=mock.DEFAULT,
+        ),  # fmt: skip
+    ):
+        fetch.fetch_everything._inner()
+    modules = shipped_imports()
+    assert {"fetch_spec", "fetch_errors", "fetch_copy", "fetch_serve"} <= modules
+    assert installed[FETCH_BIN] == file_text("fetch_job.py")
+    for name in modules:
+        assert installed[f"{FETCH_LIB}/{name}.py"] == file_text(f"{name}.py"), name
+    registry = managed_files(host.data.spark, None)
+    assert set(installed) <= set(registry)
+    assert registry[f"{FETCH_LIB}/fetch_copy.py"].mode == "644"

@@ -4,7 +4,8 @@ Build an image's flag list on any machine with docker (``make catalogue IMAGE=..
     python -m tools.catalogue --image IMAGE [--engine sglang|vllm] [--out DIR]
 
 The image is read exactly as spark-fetch reads it on the Spark after the pull: the same
-function (sparkdeploy/files/fetch_job.py ``read_image``, loaded from that file as the Spark runs it) runs
+function (``read_image`` of sparkdeploy/files/fetch_docker.py, imported by fetch_job.py loaded
+from its file as the Spark runs it) runs
 the same script (knowledge/images.py ``reading_script``: the engine's release, whether it has
 `ray`, its server's --help) in a container without network, and parses the flags the same
 way. The image is pulled first when docker does not have it. The list is written to
@@ -38,13 +39,15 @@ class ImageCatalogueError(RuntimeError):
     """The image could not be read: what went wrong, and what to do."""
 
 
-def fetch_job(docker: str) -> ModuleType:
-    """sparkdeploy/files/fetch_job.py loaded as a file (as the Spark runs it), talking to ``docker``."""
+def fetch_docker(docker: str) -> ModuleType:
+    """spark-fetch's part that pulls and reads images (files/fetch_docker.py), as
+    sparkdeploy/files/fetch_job.py loaded as a file (as the Spark runs it) imports it,
+    talking to ``docker``."""
     spec = importlib.util.spec_from_file_location("fetch_job", FETCH_JOB)
     assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    setattr(module, "DOCKER", docker)  # noqa: B010 -- the name fetch_job calls docker by
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # its parts on sys.path
+    module = importlib.import_module("fetch_docker")
+    setattr(module, "DOCKER", docker)  # noqa: B010 -- every docker command line starts with it
     return module
 
 
@@ -57,7 +60,7 @@ class _Quiet:
 
 def read_image(engine: str, image: str, docker: str) -> dict[str, Any]:
     """What spark-fetch would read from ``image`` for ``engine`` (pulled when missing)."""
-    job = fetch_job(docker)
+    job = fetch_docker(docker)
     if not job.image_id(image):
         print(f"pulling {image}", flush=True)
         pulled = job.docker("pull", image)

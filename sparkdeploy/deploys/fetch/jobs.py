@@ -27,7 +27,8 @@ from pyinfra.operations import systemd
 from sparkdeploy.config.paths import (
     FETCH_BIN,
     FETCH_JOBS,
-    FETCH_SPEC,
+    FETCH_LIB,
+    FETCH_MODULES,
     FETCH_UNIT,
     HF_CLI_VENV,
     IMAGE_READINGS,
@@ -558,9 +559,12 @@ def fetch_everything() -> None:
     managed_file(
         name="Install spark-model-check", path=MODEL_CHECK_BIN, content=file_text("model_check.py")
     )
-    managed_file(
-        name="Install spark-fetch's job specs", path=FETCH_SPEC, content=file_text("fetch_spec.py")
-    )
+    for module in FETCH_MODULES:  # its job specs and its parts (files/fetch_job.py says)
+        managed_file(
+            name=f"Install spark-fetch's module {module}",
+            path=f"{FETCH_LIB}/{module}.py",
+            content=file_text(f"{module}.py"),
+        )
     managed_file(name="Install spark-fetch", path=FETCH_BIN, content=file_text("fetch_job.py"))
     unit = managed_file(
         name="Install spark-fetch@.service",
