@@ -358,7 +358,8 @@ class SparkSettings(PyinfraJson, BaseModel):
         description="Link test (linktest.py): the all-gather bus bandwidth (GB/s, as nccl-tests "
         "computes it) at the largest size below which the test fails. 21.875 GB/s (175 Gb/s) is "
         "`MIN_NCCL_TEST_BW` of NVIDIA's cluster script (dgx-spark-playbooks "
-        "spark_cluster_setup.py, all_gather_perf at 16G).",
+        "spark_cluster_setup.py, all_gather_perf at 16G); unset in a ring, 10 GB/s, its "
+        "`MIN_NCCL_TEST_BW_RING`.",
     )
     link_test_sizes: list[str] = Field(
         default_factory=lambda: ["1M", "16M", "256M", "1G", "4G", "16G"],

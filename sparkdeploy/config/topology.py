@@ -53,6 +53,7 @@ class Rail:
     ends: tuple[End, ...] = ()  # every other Spark's end of rail ``number``, in rank order
     # (in a ring: the one neighbour's end of the logical link)
     port: int | None = None  # the QSFP port, in a ring
+    cable: int = 0  # the number of the ring's cable it is on (config/ring.py), 0 elsewhere
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,9 @@ def _ring_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
     names = list(sparks)
     cables = cables_of(sparks)
     far: dict[tuple[str, str], End] = {}
+    on: dict[tuple[str, int], int] = {}  # (Spark, port) -> cable number
     for cable in cables:
+        on[(cable.a, 0)] = on[(cable.b, 1)] = cable.number
         for link in cable.links:
             far[(cable.a, link.a.interface)] = End(cable.b, link.b.interface, link.b.ip)
             far[(cable.b, link.b.interface)] = End(cable.a, link.a.interface, link.a.ip)
@@ -204,6 +207,7 @@ def _ring_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
                 rail.mtu,
                 ends=(far[(name, rail.interface)],) if (name, rail.interface) in far else (),
                 port=rail.cx7_port,
+                cable=on.get((name, rail.cx7_port if rail.cx7_port is not None else -1), 0),
             )  # fmt: skip
             for number, rail in enumerate(spark.qsfp, start=1)
         )

@@ -46,6 +46,20 @@ def env_files(plan: EnginePlan, place: Place) -> list[str]:
     ]
 
 
+# The all-gather threshold of a ring when link_test_min_busbw is not given: NVIDIA's cluster
+# script judges a ring by MIN_NCCL_TEST_BW_RING = 10 (80 Gb/s; dgx-spark-playbooks
+# spark_cluster_setup.py), not by the 21.875 of a pair or switch.
+RING_MIN_BUSBW = 10.0
+
+
+def min_busbw(spark: SparkSettings, place: Place) -> float:
+    """The link test's threshold: link_test_min_busbw as given, else the ring's or the
+    setting's default."""
+    if place.ringed and "link_test_min_busbw" not in spark.model_fields_set:
+        return RING_MIN_BUSBW
+    return spark.link_test_min_busbw
+
+
 @dataclass(frozen=True)
 class LinkTestRun:
     """What one Spark runs for the link test."""
@@ -82,7 +96,7 @@ def link_test_run(plan: EnginePlan, place: Place, spark: SparkSettings) -> LinkT
         "--sizes",
         ",".join(str(size) for size in spark.link_test_size_bytes),
         "--min-busbw",
-        f"{spark.link_test_min_busbw:g}",
+        f"{min_busbw(spark, place):g}",
         "--memory-floor-gib",
         str(spark.link_test_memory_floor_gb),
         "--timeout",

@@ -23,7 +23,7 @@ from pyinfra import host, state
 from pyinfra.api import Host
 
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
-from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Rail
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.facts.network import IP_HEADERS, Network, is_up_as_configured
@@ -100,34 +100,44 @@ def memory_row(spark: SparkSettings, status: Status) -> Row:
 
 
 def rail_rows(spark: SparkSettings, rails: tuple[Rail, ...], network: Network) -> list[Row]:
-    """One row per QSFP rail: addresses, MTU, link, NetworkManager profile, jumbo ping."""
-    rows = []
+    """One row per QSFP rail: addresses, MTU, link, NetworkManager profile, jumbo ping. In a
+    ring, one row per cable this Spark is an end of (``cable N``), its logical links in it."""
+    rows: dict[str, Row] = {}
     for (number, rail), ends in zip(enumerate(spark.qsfp, start=1), rails):
-        check = f"rail {number}"
-        link = network.links.get(rail.interface)
-        if link is None:
-            rows.append(Row(check, FAIL, f"{rail.interface}: no such interface"))
-            continue
-        fine = is_up_as_configured(rail, network)
-        detail = (
-            f"{rail.interface} {', '.join(link.addresses) or 'no IPv4'}, MTU {link.mtu}, "
-            f"{'up' if link.up else 'DOWN'}"
-            + (
-                ""
-                if fine
-                else f", not as configured ({rail.address}, MTU {rail.mtu}, "
-                f"profile qsfp-{rail.interface} active)"
-            )
+        check = f"cable {ends.cable}" if ends.cable else f"rail {number}"
+        row = _rail_row(check, rail, ends, network)
+        if check in rows:  # another logical link of the same cable
+            before = rows[check]
+            state = FAIL if FAIL in (before.state, row.state) else OK
+            row = Row(check, state, f"{before.detail}; {row.detail}")
+        rows[check] = row
+    return list(rows.values())
+
+
+def _rail_row(check: str, rail: QsfpInterface, ends: Rail, network: Network) -> Row:
+    link = network.links.get(rail.interface)
+    if link is None:
+        return Row(check, FAIL, f"{rail.interface}: no such interface")
+    fine = is_up_as_configured(rail, network)
+    detail = (
+        f"{rail.interface} {', '.join(link.addresses) or 'no IPv4'}, MTU {link.mtu}, "
+        f"{'up' if link.up else 'DOWN'}"
+        + (
+            ""
+            if fine
+            else f", not as configured ({rail.address}, MTU {rail.mtu}, "
+            f"profile qsfp-{rail.interface} active)"
         )
-        for end in ends.ends:  # the pings the proof made to the other Sparks on this rail
-            ping = network.pings.get((rail.interface, end.ip))
-            if ping is None:
-                continue
-            result = "ok" if ping.ok else f"FAILED ({ping.detail})"
-            detail += f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to {end.ip} {result}"
-            fine = fine and ping.ok
-        rows.append(Row(check, OK if fine else FAIL, detail))
-    return rows
+    )
+    for end in ends.ends:  # the pings the proof made to the other Sparks on this rail
+        ping = network.pings.get((rail.interface, end.ip))
+        if ping is None:
+            continue
+        result = "ok" if ping.ok else f"FAILED ({ping.detail})"
+        to = f"{end.name} {end.ip}" if ends.cable else end.ip
+        detail += f", {rail.mtu - IP_HEADERS}-byte don't-fragment ping to {to} {result}"
+        fine = fine and ping.ok
+    return Row(check, OK if fine else FAIL, detail)
 
 
 def gid_rows(spark: SparkSettings, network: Network) -> list[Row]:
@@ -293,6 +303,8 @@ def explained_by(check: str, name: str) -> str:
     kind = check.rstrip("0123456789 ")
     if kind in ("rail", "roce gid"):
         return "on the Spark: nmcli -f NAME,DEVICE,STATE connection show; ip -br addr; rdma link"
+    if kind == "cable":  # a ring's: the proof names a miscabled ring's exchange
+        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (the QSFP proof of the ring)"
     if kind == "link test":
         return "pyinfra -y inventory.py linktest.py"
     if kind == "driver":

@@ -107,6 +107,32 @@ class TestThreeSparkRing:
             assert "NCCL_SOCKET_IFNAME=eth0" in env and f"NCCL_IB_HCA={DEVICES}" in env
         assert '"id": "Mistral-Small-4-119B-2603-NVFP4"' in models_answer(scenario.twins[NAMES[0]])
 
+    def test_the_link_test_runs_over_the_ring_and_status_has_a_row_per_cable(self, scenario):
+        head = scenario.twins[NAMES[0]].data["management_address"]
+        run = scenario.deploy(env={"SPARK_LINK_TEST_WHILE_SERVING": "1"}, deploy="linktest.py")
+        assert run.returncode == 0, run.explain()
+        said = run.stdout + run.stderr
+        print(said[said.find("--> Link test") :])  # the closing note quotes it
+        assert f"3 Sparks, rendezvous at {head}:29500" in said
+        for rank, name in enumerate(NAMES):
+            [row] = [
+                line.split() for line in said.splitlines() if line.split()[:2] == [name, str(rank)]
+            ]
+            assert "NET/IB" in row, row
+        assert "PASS: all-gather bus bandwidth" in said
+        where = scenario.inventory.parent / "status.json"
+        status = scenario.deploy(deploy="status.py", env={"SPARK_STATUS_JSON": str(where)})
+        assert status.returncode == 0, status.explain()
+        rows = json.loads(where.read_text())["sparks"]
+        # NVIDIA's cabling: cable 1 a-b, cable 2 b-c, cable 3 c-a; each Spark is on two
+        cables = {name: {r["check"]: r["state"] for r in rows[name]} for name in NAMES}
+        assert {k: v for k, v in cables["ring-a"].items() if k.startswith("cable")} == {
+            "cable 1": "ok",
+            "cable 3": "ok",
+        }
+        assert {k for k in cables["ring-b"] if k.startswith("cable")} == {"cable 1", "cable 2"}
+        assert cables["ring-c"]["link test"] == "ok"
+
     def test_two_cables_swapped_at_one_spark_are_refused_with_the_exchange_to_make(self, scenario):
         twins = list(scenario.twins.values())
         recable(twins, swapped_at="ring-a")

@@ -336,3 +336,20 @@ def test_serving_checks_nccl_with_the_api_on_the_head_and_alone_elsewhere():
         (_check_health, ["--no-api", "--nccl", "--unit", UNIT, "--timeout", "1800"], True),
     ]
     assert alone == []
+
+
+def test_real_nccls_ib_line_without_a_device_is_no_proof_of_rdma():
+    # NCCL 2.28.9 (torch 2.11) on two GPUs of one host with no RDMA device, P2P and SHM off,
+    # as tools/device/nccl_ring.py recorded it on an H100 host (2026-11-26).
+    lines = [
+        "vm:653:653 [0] NCCL INFO NET/IB : No device found.",
+        "vm:653:653 [0] NCCL INFO NET/IB : Using [RO]; OOB eth0:192.0.2.2<0>",
+        "vm:653:653 [0] NCCL INFO NET/Socket : Using [0]eth0:192.0.2.2<0>",
+        "vm:653:653 [0] NCCL INFO Using network Socket",
+    ]
+    assert health.nccl_transport(lines)[0] == "Socket"
+    # without NCCL's "Using network" line (another NCCL_DEBUG_SUBSYS), still not RDMA
+    assert health.nccl_transport(lines[:3])[0] == "Socket"
+    assert health.nccl_transport(lines[1:2])[0] == ""
+    listed = "spark-1:9:9 [0] NCCL INFO NET/IB : Using [0]rocep1s0f0:1/RoCE [1]roceP2p1s0f0:1/RoCE"
+    assert health.nccl_transport([listed])[0] == "IB"

@@ -16,9 +16,11 @@ from sparkdeploy.deploys.qsfp.cabling import cabling_fix
 from sparkdeploy.deploys.qsfp.guard import guard_of
 from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
 from sparkdeploy.deploys.qsfp.network import own_table, wanted
+from sparkdeploy.engine_plan.linktest import min_busbw
 from sparkdeploy.engine_plan.plan import plan_sparks
-from sparkdeploy.facts.network import RingNeighbours
+from sparkdeploy.facts.network import Link, Network, Ping, RingNeighbours
 from sparkdeploy.facts.roce import Gid, RailGid
+from sparkdeploy.reports.status import explained_by, rail_rows
 from tests.twins.harness import ring_plan
 
 PATH = "inventory/sparks.yml"
@@ -326,3 +328,41 @@ def test_the_probe_flushes_asks_every_address_then_reads_who_answered():
             "neigh.enp1s0f0np0=192.168.0.3  FAILED",
         ]
     ) == {"enp1s0f0np0": (("192.168.2.1", "3c:6d:66:cc:b3:b7"),)}
+
+
+def test_status_has_a_row_per_cable_with_its_logical_links():
+    sparks = ring(3)
+    place = Topology.of(sparks)["spark-2"]
+    links = {
+        rail.interface: Link(rail.interface, 9000, True, (rail.address,))
+        for rail in sparks["spark-2"].qsfp
+    }
+    profiles = {
+        f"qsfp-{rail.interface}": {"GENERAL.STATE": "activated"} for rail in sparks["spark-2"].qsfp
+    }
+    devices = {
+        rail.interface: {"GENERAL.CONNECTION": f"qsfp-{rail.interface}"}
+        for rail in sparks["spark-2"].qsfp
+    }
+    pings = {
+        (rail.interface, rail.ends[0].ip): Ping(
+            rail.interface, rail.interface != "enP2p1s0f1np1", ""
+        )
+        for rail in place.rails
+    }
+    facts = Network(True, "", (), (), links, devices, profiles, (), pings, (), "")
+    rows = rail_rows(sparks["spark-2"], place.rails, facts)
+    assert [(row.check, row.state) for row in rows] == [("cable 2", "ok"), ("cable 1", "FAIL")]
+    assert "ping to spark-3 192.168.2.3 ok" in rows[0].detail
+    assert (
+        "enp1s0f1np1" in rows[1].detail and "ping to spark-1 192.168.0.2 FAILED" in rows[1].detail
+    )
+    assert "deploy.py --limit spark-2 --dry" in explained_by("cable 1", "spark-2")
+
+
+def test_the_link_test_of_a_ring_is_judged_by_nvidias_ring_threshold_unless_given():
+    sparks = ring(3)
+    place = Topology.of(sparks)["spark-1"]
+    assert min_busbw(sparks["spark-1"], place) == 10.0  # MIN_NCCL_TEST_BW_RING
+    given = ring(3, link_test_min_busbw=21.875)
+    assert min_busbw(given["spark-1"], Topology.of(given)["spark-1"]) == 21.875
