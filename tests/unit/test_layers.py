@@ -250,3 +250,16 @@ def test_what_is_shipped_with_spark_fetch_needs_only_python():
         spec.count("DOCKER = ") == 1
         and "DOCKER = " not in (PACKAGE / "files" / "fetch_job.py").read_text()
     )
+
+
+def test_the_fetch_progress_renderer_is_pure_and_its_board_only_writes_it():
+    """deploys/fetch/progress.py: statuses in, text out (no pyinfra, no I/O modules);
+    deploys/fetch/board.py, the side effect, renders nothing itself: only with progress.py."""
+    fetch = PACKAGE / "deploys" / "fetch"
+    pure = {m.split(".")[0] for m in imports(fetch / "progress.py")} - {"__future__", "typing"}
+    assert pure == set(), pure
+    ours = {m for m in imports(fetch / "board.py") if m.startswith("sparkdeploy")}
+    assert ours <= {"sparkdeploy.deploys.fetch.progress"} | {
+        f"sparkdeploy.deploys.fetch.progress.{name}"
+        for name in ("board_lines", "due_lines", "redraw")
+    }, ours

@@ -166,6 +166,7 @@ class Spark:
     """A host whose spark-fetch answers with the given statuses, one list per look."""
 
     looks: list[list[dict[str, Any]]]
+    name: str = "spark-1"
     print_prefix: str = "[spark-1] "
     commands: list[str] = field(default_factory=list)
 
@@ -229,6 +230,18 @@ def test_progress_is_shown_until_the_job_is_done():
         for line in logged
     ), logged
     assert logged[-1].endswith("done, 4.0 GB in 40s (100.0 MB/s)")
+
+
+def test_off_a_terminal_a_long_fetch_logs_a_line_a_minute_not_one_per_look():
+    job = a_model_job()
+    running = [
+        status(job, state="running", phase="download", done=n * 10**8, total=4 * 10**9, rate=1)
+        for n in range(30)
+    ]  # 30 looks, the clock 10 s further at each reading of it: 20 s a look, 10 minutes
+    done = status(job, unit="inactive", state="done", phase="done", total=4 * 10**9)
+    _, logged = watching([[s] for s in running] + [[done]], [job], timeout=10**5)
+    progress = [line for line in logged if "% " in line or "%)" in line]
+    assert 9 <= len(progress) <= 11, progress
 
 
 def test_a_running_job_is_attached_to_and_an_earlier_failure_reported_before_the_retry():
