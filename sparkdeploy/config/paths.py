@@ -83,10 +83,12 @@ LINK_TEST_RESULT = "/var/lib/spark-deploy/linktest.json"
 # FETCH_JOBS holds each job's spec (ID.json) and progress (ID.status.json), IMAGE_READINGS
 # what was read from each image, by image ID (<hex>.json).
 FETCH_BIN = "/usr/local/sbin/spark-fetch"
-# The modules spark-fetch imports (its job specs, files/fetch_spec.py): a root-owned 0755
-# folder of their own, which spark-fetch puts on its sys.path by name.
+# The modules spark-fetch imports (its job specs, files/fetch_spec.py; its image pull through
+# the Docker Engine API, files/docker_pull.py): a root-owned 0755 folder of their own, which
+# spark-fetch puts on its sys.path by name.
 FETCH_LIB = "/usr/local/lib/spark-deploy"
 FETCH_SPEC = FETCH_LIB + "/fetch_spec.py"
+DOCKER_PULL = FETCH_LIB + "/docker_pull.py"
 FETCH_UNIT = SYSTEMD_DIR + "/spark-fetch@.service"
 FETCH_JOBS = "/var/lib/spark-deploy/fetch"
 IMAGE_READINGS = "/var/lib/spark-deploy/images"
@@ -191,6 +193,7 @@ def host_files(spark: SparkSettings) -> list[ManagedFile]:
         ManagedFile(ROLLBACK_BIN, mode="755"),
         ManagedFile(FETCH_BIN, mode="755"),
         ManagedFile(FETCH_SPEC),
+        ManagedFile(DOCKER_PULL),
         ManagedFile(FETCH_UNIT),
         *(ManagedFile(OOM_DROP_IN.format(unit=unit)) for unit in OOM_PROTECTED_UNITS),
     ]

@@ -52,14 +52,16 @@ from pathlib import Path
 from typing import Any
 
 # The modules shipped with spark-fetch (fetch_spec.py, the job specs it shares with the
-# deploy): in LIB on the Spark, a root-owned 0755 folder (config/paths.py: FETCH_LIB), or
-# beside this file (files/, where the tests load it). Named here, not taken from the
-# environment or the working folder: run as `python3 -I`, it finds them and nothing else.
+# deploy; docker_pull.py, the pull through the Docker Engine API): in LIB on the Spark, a
+# root-owned 0755 folder (config/paths.py: FETCH_LIB), or beside this file (files/, where
+# the tests load it). Named here, not taken from the environment or the working folder: run
+# as `python3 -I`, it finds them and nothing else.
 LIB = "/usr/local/lib/spark-deploy"
 for _folder in (os.path.dirname(os.path.realpath(__file__)), LIB):
     if _folder not in sys.path:
         sys.path.insert(0, _folder)
 
+import docker_pull  # noqa: E402 -- found through the folders above
 from fetch_spec import (  # noqa: E402 -- found through the folders above
     DOCKER,
     CopyImageSpec,
@@ -620,14 +622,52 @@ class PullProgress:
 
 
 def pull(image: str, status: Status) -> None:
+    """Pull ``image``, its bytes counted from the Docker Engine API's JSON messages; with
+    the docker CLI on a terminal when the daemon's socket cannot be reached (a daemon on
+    another socket, DOCKER_HOST)."""
+    sizes = layer_sizes(image)
+    total = sum(sizes.values()) or None
+    status.update(force=True, phase="pull", done=0, total=total)
+    if total:
+        root = docker("info", "-f", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
+        check_room(f"{image} ({human(total)} compressed)", root, total * IMAGE_EXPANSION)
+    try:
+        pull_from_engine(image, status, sizes)
+    except docker_pull.Unreachable as error:
+        print(f"{error}: pulling with the docker CLI", flush=True)
+        pull_on_terminal(image, status, sizes)
+
+
+def pull_from_engine(image: str, status: Status, sizes: dict[str, int]) -> None:
+    """``POST /images/create`` on the daemon's socket (files/docker_pull.py), with the
+    logins of the private DOCKER_CONFIG; each message's bytes go to the status."""
+    progress = docker_pull.LayerBytes(sizes)
+    auth = docker_pull.registry_auth(image, docker_logins())
+    try:
+        for message in docker_pull.messages(image, auth):
+            if line := progress.feed(message):
+                print(line, flush=True)
+            status.update(done=progress.done, total=progress.total)
+    except docker_pull.PullError as error:
+        raise JobError(f"docker pull {image} failed: {error}") from error
+    status.update(force=True, done=progress.total or progress.done)
+
+
+def docker_logins() -> dict[str, dict[str, str]]:
+    """The registry logins of the private DOCKER_CONFIG fetch_image made (root-only, only
+    ``auths``); none without one."""
+    folder = os.environ.get("DOCKER_CONFIG")
+    if not folder:
+        return {}
+    with open(os.path.join(folder, "config.json")) as config:
+        auths = json.load(config).get("auths")
+    return auths if isinstance(auths, dict) else {}
+
+
+def pull_on_terminal(image: str, status: Status, sizes: dict[str, int]) -> None:
     """``docker pull`` on a terminal of its own, so that it prints its progress bars, from
     which the bytes of each layer are read."""
-    progress = PullProgress(layer_sizes(image))
-    status.update(force=True, phase="pull", done=0, total=progress.total)
-    if progress.total:
-        root = docker("info", "-f", "{{.DockerRootDir}}").stdout.strip() or "/var/lib/docker"
-        need = progress.total * IMAGE_EXPANSION
-        check_room(f"{image} ({human(progress.total)} compressed)", root, need)
+    progress = PullProgress(sizes)
     pid, fd = pty.fork()
     if pid == 0:  # the child: docker pull on the terminal
         os.execv(DOCKER, [DOCKER, "pull", image])

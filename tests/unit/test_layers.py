@@ -236,14 +236,18 @@ def test_config_knows_no_plans_shape():
 def test_what_is_shipped_with_spark_fetch_needs_only_python():
     """sparkdeploy/files/fetch_spec.py (the job specs, imported by the deploy too) and spark-fetch: the
     Spark's python3 and nothing else; DOCKER defined once, in the spec module."""
-    for name in ("fetch_job.py", "fetch_spec.py"):
+    for name in ("fetch_job.py", "fetch_spec.py", "docker_pull.py"):
         tree = ast.parse((PACKAGE / "files" / name).read_text())
         modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                    for alias in node.names}  # fmt: skip
         modules |= {
             node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
         }
-        tops = {module.split(".")[0] for module in modules} - {"__future__", "fetch_spec"}
+        tops = {module.split(".")[0] for module in modules} - {
+            "__future__",
+            "fetch_spec",
+            "docker_pull",
+        }
         assert tops <= sys.stdlib_module_names, (name, tops - sys.stdlib_module_names)
     spec = (PACKAGE / "files" / "fetch_spec.py").read_text()
     assert (

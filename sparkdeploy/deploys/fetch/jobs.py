@@ -24,6 +24,7 @@ from pyinfra.api import FunctionCommand, Host, OperationError, StringCommand, de
 from pyinfra.operations import systemd
 
 from sparkdeploy.config.paths import (
+    DOCKER_PULL,
     FETCH_BIN,
     FETCH_JOBS,
     FETCH_SPEC,
@@ -580,6 +581,11 @@ def fetch_everything() -> None:
     )
     managed_file(
         name="Install spark-fetch's job specs", path=FETCH_SPEC, content=file_text("fetch_spec.py")
+    )
+    managed_file(
+        name="Install spark-fetch's image pull",
+        path=DOCKER_PULL,
+        content=file_text("docker_pull.py"),
     )
     managed_file(name="Install spark-fetch", path=FETCH_BIN, content=file_text("fetch_job.py"))
     unit = managed_file(
