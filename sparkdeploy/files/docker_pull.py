@@ -94,15 +94,31 @@ def registry_auth(image: str, auths: dict[str, dict[str, str]]) -> str:
     return ""
 
 
-class LayerBytes:
-    """The bytes of a pull as the daemon's messages count them: per layer, the bytes
-    downloaded so far, its size (the manifest's when known), and the layers it has whole."""
+class LayerCount:
+    """The bytes of a pull: per layer (the 12 digits docker shows), its size (the
+    manifest's when known), the bytes downloaded so far, and the layers it has whole. Fed
+    by the Engine API's messages (LayerBytes) or by the CLI's bars (fetch_job.PullProgress)."""
 
     def __init__(self, sizes: dict[str, int]):
         self.sizes = dict(sizes)
         self.current: dict[str, int] = {}
         self.finished: set[str] = set()
         self.lines: list[str] = []  # the last status lines, for a failure's message
+
+    @property
+    def done(self) -> int:
+        return sum(
+            self.sizes.get(layer, 0) if layer in self.finished else self.current.get(layer, 0)
+            for layer in set(self.sizes) | set(self.current)
+        )
+
+    @property
+    def total(self) -> int | None:
+        return sum(self.sizes.values()) or None
+
+
+class LayerBytes(LayerCount):
+    """The bytes of a pull as the daemon's JSON messages count them."""
 
     def feed(self, message: dict[str, Any]) -> str | None:
         """Count one message; the line it says (None for a bar's bytes); an error raises."""
@@ -123,17 +139,6 @@ class LayerBytes:
         line = f"{layer}: {status}" if layer else status
         self.lines = [*self.lines, line][-20:]
         return line
-
-    @property
-    def done(self) -> int:
-        return sum(
-            self.sizes.get(layer, 0) if layer in self.finished else self.current.get(layer, 0)
-            for layer in set(self.sizes) | set(self.current)
-        )
-
-    @property
-    def total(self) -> int | None:
-        return sum(self.sizes.values()) or None
 
 
 def messages(image: str, auth: str = "", path: str = "") -> Iterator[dict[str, Any]]:

@@ -578,16 +578,14 @@ def layer_sizes(image: str) -> dict[str, int]:
     return {}
 
 
-class PullProgress:
-    """The bytes of a ``docker pull`` as its terminal output shows them: per layer (the 12
-    digits docker prints), the bytes downloaded so far, and the layers it has whole."""
+class PullProgress(docker_pull.LayerCount):
+    """The bytes of a ``docker pull`` as its terminal output shows them (the 12 digits
+    docker prints, the sizes on its bars): the pull when the daemon's socket cannot be
+    reached."""
 
     def __init__(self, sizes: dict[str, int]):
-        self.sizes = dict(sizes)  # layer -> compressed size (from the manifest, else the bar)
-        self.current: dict[str, int] = {}
-        self.finished: set[str] = set()
+        super().__init__(sizes)
         self.buffer = ""
-        self.lines: list[str] = []  # the last status lines (not the bars)
 
     def feed(self, text: str) -> list[str]:
         """Read terminal output; the status lines it completed (bars are not lines)."""
@@ -608,17 +606,6 @@ class PullProgress:
             shown.append(part)
         self.lines = [*self.lines, *shown][-20:]
         return shown
-
-    @property
-    def done(self) -> int:
-        return sum(
-            self.sizes.get(layer, 0) if layer in self.finished else self.current.get(layer, 0)
-            for layer in set(self.sizes) | set(self.current)
-        )
-
-    @property
-    def total(self) -> int | None:
-        return sum(self.sizes.values()) or None
 
 
 def pull(image: str, status: Status) -> None:

@@ -414,46 +414,31 @@ def watch_jobs(
 ) -> None:
     """Look at the jobs every POLL_EVERY seconds, showing their progress on the run's board
     (one block for every Spark on a terminal, a line a minute elsewhere), until all are done;
-    starting the copies as the head has them whole."""
+    starting the copies as the head has them whole. A failed job, a failed head or the end
+    of the wait raises, and takes the Spark off the board first."""
+    units = {job.id: job.unit for job in jobs}
+    deadline = time.monotonic() + timeout
     board = Board.of(state)
+
+    def emit(line: str) -> None:
+        logger.info(f"{host.print_prefix}{line}")
+
     try:
-        statuses = watch_until_done(state, host, jobs, timeout, copies, started, head, board)
+        while True:
+            gevent.sleep(POLL_EVERY)
+            stop_if_head_failed(state, head)
+            started += copies.start_ready()
+            statuses = look(host, started, copies, units)
+            running = [s for s in statuses if s.get("state") != "done"]
+            if not running:
+                break
+            if time.monotonic() > deadline:
+                raise OperationError(still_fetching(running, units, timeout))
+            board.show(host.name, running, emit, time.monotonic())
     finally:
         board.drop(host.name)
     for status in statuses:
         logger.info(f"{host.print_prefix}{finished_line(status)}")
-
-
-def watch_until_done(
-    state,
-    host,
-    jobs: list[FetchJob],
-    timeout: int,
-    copies: Copies,
-    started: list[FetchJob],
-    head: str,
-    board: Board,
-) -> list[dict]:
-    """The statuses of the jobs once all are done; a failed job, a failed head or the end
-    of the wait raises."""
-    units = {job.id: job.unit for job in jobs}
-    deadline = time.monotonic() + timeout
-    while True:
-        gevent.sleep(POLL_EVERY)
-        stop_if_head_failed(state, head)
-        started += copies.start_ready()
-        statuses = look(host, started, copies, units)
-        running = [s for s in statuses if s.get("state") != "done"]
-        if not running:
-            return statuses
-        if time.monotonic() > deadline:
-            raise OperationError(still_fetching(running, units, timeout))
-        board.show(
-            host.name,
-            running,
-            lambda line: logger.info(f"{host.print_prefix}{line}"),
-            time.monotonic(),
-        )
 
 
 def stop_if_head_failed(state, head: str) -> None:
