@@ -17,6 +17,7 @@ from sparkdeploy.deploys.fetch.board import Board
 from sparkdeploy.deploys.fetch.progress import LOG_EVERY, board_lines, due_lines, redraw
 
 GB = 10**9
+SIZE = os.terminal_size((200, 50))
 
 
 def pulling(done: int, job: str = "image", label: str = "image vllm:26.01") -> dict[str, Any]:
@@ -100,9 +101,7 @@ def test_on_a_terminal_every_spark_redraws_the_one_block_in_place():
     screen = Terminal()
     board = Board(screen, logged_to(screen, "test-board-redraw"))
     emitted: list[str] = []
-    with mock.patch.object(
-        board_module.shutil, "get_terminal_size", return_value=os.terminal_size((200, 50))
-    ):
+    with mock.patch.object(board_module.shutil, "get_terminal_size", return_value=SIZE):
         board.show("spark-1", [pulling(GB), listing()], emitted.append, 0.0)
         board.show("spark-2", [pulling(2 * GB)], emitted.append, 1.0)
         board.show("spark-1", [pulling(3 * GB), listing()], emitted.append, 2.0)
@@ -118,9 +117,7 @@ def test_a_line_logged_under_the_block_erases_it_first_and_a_done_board_lets_go(
     screen = Terminal()
     log = logged_to(screen, "test-board-erase")
     board = Board(screen, log)
-    with mock.patch.object(
-        board_module.shutil, "get_terminal_size", return_value=os.terminal_size((200, 50))
-    ):
+    with mock.patch.object(board_module.shutil, "get_terminal_size", return_value=SIZE):
         board.show("spark-1", [pulling(GB)], print, 0.0)
         board.show("spark-2", [pulling(GB)], print, 0.0)
         log.info("[spark-3] Success")
@@ -143,3 +140,22 @@ def test_off_a_terminal_the_board_logs_through_the_sparks_prefix_once_a_minute()
         board.show("spark-1", [pulling(second * 10**7)], lambda line: emitted.append(line), second)
     assert len(emitted) == 3 and emitted[1].startswith("image vllm:26.01: 600.0 MB")
     assert stream.getvalue() == ""  # nothing drawn
+
+
+def test_the_block_is_erased_before_a_held_header_is_printed_under_it():
+    from sparkdeploy.reports.quiet import Quiet
+
+    screen = Terminal()
+    log = logged_to(screen, "test-board-quiet")
+    log.filters = []
+    log.addFilter(Quiet(log))  # the deploy installs it first
+    board = Board(screen, log)
+    log.info("--> Starting operation: Fetch the engine image and the model folders")  # held
+    with mock.patch.object(board_module.shutil, "get_terminal_size", return_value=SIZE):
+        board.show("spark-1", [pulling(GB)], print, 0.0)
+        log.info("[spark-1] image vllm:26.01: done")
+    after_block = screen.getvalue().split("9s left\n", 1)[1]
+    assert after_block == (
+        "\r\x1b[1A\x1b[J--> Starting operation: Fetch the engine image and the model folders\n"
+        "[spark-1] image vllm:26.01: done\n"
+    )

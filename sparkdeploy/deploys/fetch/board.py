@@ -65,10 +65,12 @@ class Board(logging.Filter):
         lines = board_lines(self.rows, shutil.get_terminal_size().columns)
         self.write(redraw(self.height, lines))
         self.height = len(lines)
-        if self.height:
-            self.log.addFilter(self)  # once: logging keeps a filter only once
-        else:
+        if not self.height:
             self.log.removeFilter(self)
+        elif self not in self.log.filters:
+            # first: the block is erased before any other filter writes (reports/quiet.py
+            # prints an operation's held header when the operation says something)
+            self.log.filters.insert(0, self)
 
     def write(self, text: str) -> None:
         self.stream.write(text)
