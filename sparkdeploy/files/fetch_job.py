@@ -630,14 +630,17 @@ def pull_from_engine(image: str, status: Status, sizes: dict[str, int]) -> None:
     logins of the private DOCKER_CONFIG; each message's bytes go to the status."""
     progress = docker_pull.LayerBytes(sizes)
     auth = docker_pull.registry_auth(image, docker_logins())
+    counted = 0.0  # the daemon sends many messages a second: the status takes 4 of them
     try:
         for message in docker_pull.messages(image, auth):
             if line := progress.feed(message):
                 print(line, flush=True)
-            status.update(done=progress.done, total=progress.total)
+            if time.monotonic() - counted >= 0.25:
+                status.update(done=progress.done, total=progress.total)
+                counted = time.monotonic()
     except docker_pull.PullError as error:
         raise JobError(f"docker pull {image} failed: {error}") from error
-    status.update(force=True, done=progress.total or progress.done)
+    status.update(force=True, done=progress.total or progress.done, total=progress.total)
 
 
 def docker_logins() -> dict[str, dict[str, str]]:
