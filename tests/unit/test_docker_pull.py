@@ -8,6 +8,7 @@ login it carries, and spark-fetch's use of it (files/fetch_job.py: pull).
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.util
 import json
 import socket
@@ -149,7 +150,7 @@ class FakeDaemon:
 
     def answer(self) -> None:
         client, _ = self.server.accept()
-        with client:
+        with client, contextlib.suppress(OSError):  # the reader may close first
             while b"\r\n\r\n" not in self.request:
                 self.request += client.recv(65536)
             head = f"HTTP/1.1 {self.status} X\r\nContent-Type: application/json\r\n"
