@@ -11,11 +11,18 @@ replace a validated object with a string (``--data spark=...``).
 Such overrides are refused before any host is contacted, naming the key and the file to set
 it in. Other keys pass to pyinfra as usual (its own connection and sudo settings, such as
 ``--data ssh_password=...``); the deploy itself reads none of them.
+
+``--limit`` (and ``--exclude``) on the link test: the test runs on every Spark of the
+inventory at once (the pair or cluster meets at one rendezvous), so a run that leaves one
+out is refused here too, naming the Sparks it leaves out and the command that tests them
+all, instead of failing after connecting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from fnmatch import fnmatch
 from typing import Any
 
 import click
@@ -65,3 +72,44 @@ def cli_overrides() -> tuple[tuple[str, ...], dict[str, Any]]:
         return (), {}
     params = context.params
     return tuple(params.get("data") or ()), {key: params.get(key) for key in OPTIONS}
+
+
+def cli_selection() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The operation files, ``--limit`` and ``--exclude`` patterns of the running pyinfra
+    command; none when not run by pyinfra's command."""
+    context = click.get_current_context(silent=True)
+    if context is None or "operations" not in context.params:
+        return (), (), ()
+    params = context.params
+    return tuple(tuple(params.get(key) or ()) for key in ("operations", "limit", "exclude"))  # type: ignore[return-value]
+
+
+def matching(names: Iterable[str], patterns: Sequence[str]) -> set[str]:
+    """The Sparks ``patterns`` select as pyinfra's --limit does (a name or a glob)."""
+    return {name for name in names if any(fnmatch(name, pattern) for pattern in patterns)}
+
+
+def link_test_limit_problems(
+    path: str,
+    operations: Sequence[str],
+    limit: Sequence[str],
+    exclude: Sequence[str],
+    names: Sequence[str],
+) -> list[str]:
+    """Why a link test run (an operation file named linktest.py) limited by ``limit`` and
+    ``exclude`` to some of the inventory's Sparks ``names`` cannot run: the Sparks it
+    leaves out, and the command that tests them all. None when it takes them all, selects
+    none (pyinfra says so), or the inventory has one Spark (the test refuses that itself)."""
+    if len(names) < 2 or not any(posixpath.basename(op) == "linktest.py" for op in operations):
+        return []
+    chosen = (matching(names, limit) if limit else set(names)) - matching(names, exclude)
+    missing = [name for name in names if name not in chosen]
+    if not chosen or not missing:
+        return []
+    said = " ".join([*(f"--limit {p}" for p in limit), *(f"--exclude {p}" for p in exclude)])
+    return [
+        f"pyinfra {said}: refused: the link test runs on every Spark of {path} at once "
+        f"({len(names)}: {', '.join(names)}) and this run leaves out {', '.join(missing)}. "
+        f"Test them all: spark-deploy linktest {path} (no --limit), or "
+        f"SPARK_INVENTORY={path} pyinfra -y inventory.py linktest.py"
+    ]

@@ -83,9 +83,10 @@ LINK_TEST_RESULT = "/var/lib/spark-deploy/linktest.json"
 # FETCH_JOBS holds each job's spec (ID.json) and progress (ID.status.json), IMAGE_READINGS
 # what was read from each image, by image ID (<hex>.json).
 FETCH_BIN = "/usr/local/sbin/spark-fetch"
-# The modules spark-fetch imports (its job specs, files/fetch_spec.py, and its parts,
-# files/fetch_*.py): a root-owned 0755 folder of their own, which spark-fetch puts on its
-# sys.path by name. Each is shipped as files/<name>.py to FETCH_LIB/<name>.py.
+# The modules spark-fetch imports (its job specs, files/fetch_spec.py, its parts,
+# files/fetch_*.py, and its image pull through the Docker Engine API, files/docker_pull.py):
+# a root-owned 0755 folder of their own, which spark-fetch puts on its sys.path by name.
+# Each is shipped as files/<name>.py to FETCH_LIB/<name>.py.
 FETCH_LIB = "/usr/local/lib/spark-deploy"
 FETCH_SPEC = FETCH_LIB + "/fetch_spec.py"
 FETCH_MODULES = (
@@ -94,6 +95,7 @@ FETCH_MODULES = (
     "fetch_progress",
     "fetch_names",
     "fetch_hub",
+    "docker_pull",
     "fetch_docker",
     "fetch_channel",
     "fetch_serve",

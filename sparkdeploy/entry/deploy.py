@@ -18,11 +18,12 @@ from sparkdeploy.deploys.fetch import jobs as fetch
 from sparkdeploy.deploys.host import driver, drm, memory, preflight, reboot
 from sparkdeploy.deploys.models import huggingface
 from sparkdeploy.deploys.qsfp import guard, network, proof
-from sparkdeploy.reports import notices
+from sparkdeploy.reports import notices, quiet
 
 config.REQUIRE_PYINFRA_VERSION = PYINFRA_VERSIONS  # pyinfra refuses to run on another release
 config.SUDO = True
 notices.install()
+quiet.install()  # without -v: no "No changes" lines, a count per Spark at the end
 
 preflight.check_spark()
 driver.hold_driver()

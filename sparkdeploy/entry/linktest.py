@@ -13,7 +13,8 @@ nccl-tests computes it, judged against link_test_min_busbw at the largest size. 
 is stored on each Spark (/var/lib/spark-deploy/linktest.json; the status table shows it).
 After pyinfra's results: the table per size, the network NCCL used, the rail speeds and the
 verdict; pyinfra exits 1 when the test did not pass. All Sparks of the pair or cluster must
-be in the run (no --limit), with --parallel at least their number (pyinfra's default).
+be in the run, with --parallel at least their number (pyinfra's default): a --limit or
+--exclude that leaves one out is refused by the inventory before connecting.
 """
 
 import os

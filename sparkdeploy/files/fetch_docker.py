@@ -1,14 +1,15 @@
 """
-An engine image on this Spark: `docker pull` on a terminal of its own (its progress bars
-read as bytes per layer), root's docker given only the operator's registry logins, and the
-image read once per ID (its engine release, `ray`, the flags of its --help) for the deploy
-to check an engine against. tools/catalogue reads an image through ``read_image`` too,
-setting DOCKER here.
+An engine image on this Spark: pulled through the Docker Engine API (docker_pull.py, its
+JSON stream read as bytes per layer), or with `docker pull` on a terminal of its own (its
+progress bars read) when the daemon's socket cannot be reached; root's docker given only
+the operator's registry logins, and the image read once per ID (its engine release, `ray`,
+the flags of its --help) for the deploy to check an engine against. tools/catalogue reads
+an image through ``read_image`` too, setting DOCKER here.
 
 May import: the standard library and the sibling modules fetch_spec, fetch_errors,
-fetch_progress and fetch_names (shipped beside spark-fetch). Must not know: model folders,
-the copy channel or the deploy; every docker command line of spark-fetch starts with
-``docker_argv``.
+fetch_progress, fetch_names and docker_pull (shipped beside spark-fetch). Must not know:
+model folders, the copy channel or the deploy; every docker command line of spark-fetch
+starts with ``docker_argv``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+import docker_pull
 from fetch_errors import JobError
 from fetch_names import FILE_FLAGS
 from fetch_progress import Status, check_room, human
@@ -90,16 +93,14 @@ def layer_sizes(image: str) -> dict[str, int]:
     return {}
 
 
-class PullProgress:
-    """The bytes of a ``docker pull`` as its terminal output shows them: per layer (the 12
-    digits docker prints), the bytes downloaded so far, and the layers it has whole."""
+class PullProgress(docker_pull.LayerCount):
+    """The bytes of a ``docker pull`` as its terminal output shows them (the 12 digits
+    docker prints, the sizes on its bars): the pull when the daemon's socket cannot be
+    reached."""
 
     def __init__(self, sizes: dict[str, int]):
-        self.sizes = dict(sizes)  # layer -> compressed size (from the manifest, else the bar)
-        self.current: dict[str, int] = {}
-        self.finished: set[str] = set()
+        super().__init__(sizes)
         self.buffer = ""
-        self.lines: list[str] = []  # the last status lines (not the bars)
 
     def feed(self, text: str) -> list[str]:
         """Read terminal output; the status lines it completed (bars are not lines)."""
@@ -121,26 +122,56 @@ class PullProgress:
         self.lines = [*self.lines, *shown][-20:]
         return shown
 
-    @property
-    def done(self) -> int:
-        return sum(
-            self.sizes.get(layer, 0) if layer in self.finished else self.current.get(layer, 0)
-            for layer in set(self.sizes) | set(self.current)
-        )
-
-    @property
-    def total(self) -> int | None:
-        return sum(self.sizes.values()) or None
-
 
 def pull(image: str, status: Status) -> None:
+    """Pull ``image``, its bytes counted from the Docker Engine API's JSON messages; with
+    the docker CLI on a terminal when the daemon's socket cannot be reached (a daemon on
+    another socket, DOCKER_HOST)."""
+    sizes = layer_sizes(image)
+    total = sum(sizes.values()) or None
+    status.update(force=True, phase="pull", done=0, total=total)
+    if total:
+        check_room(f"{image} ({human(total)} compressed)", docker_root(), total * IMAGE_EXPANSION)
+    try:
+        pull_from_engine(image, status, sizes)
+    except docker_pull.Unreachable as error:
+        print(f"{error}: pulling with the docker CLI", flush=True)
+        pull_on_terminal(image, status, sizes)
+
+
+def pull_from_engine(image: str, status: Status, sizes: dict[str, int]) -> None:
+    """``POST /images/create`` on the daemon's socket (files/docker_pull.py), with the
+    logins of the private DOCKER_CONFIG; each message's bytes go to the status."""
+    progress = docker_pull.LayerBytes(sizes)
+    auth = docker_pull.registry_auth(image, docker_logins())
+    counted = 0.0  # the daemon sends many messages a second: the status takes 4 of them
+    try:
+        for message in docker_pull.messages(image, auth):
+            if line := progress.feed(message):
+                print(line, flush=True)
+            if time.monotonic() - counted >= 0.25:
+                status.update(done=progress.done, total=progress.total)
+                counted = time.monotonic()
+    except docker_pull.PullError as error:
+        raise JobError(f"docker pull {image} failed: {error}") from error
+    status.update(force=True, done=progress.total or progress.done, total=progress.total)
+
+
+def docker_logins() -> dict[str, dict[str, str]]:
+    """The registry logins of the private DOCKER_CONFIG fetch_image made (root-only, only
+    ``auths``); none without one."""
+    folder = os.environ.get("DOCKER_CONFIG")
+    if not folder:
+        return {}
+    with open(os.path.join(folder, "config.json")) as config:
+        auths = json.load(config).get("auths")
+    return auths if isinstance(auths, dict) else {}
+
+
+def pull_on_terminal(image: str, status: Status, sizes: dict[str, int]) -> None:
     """``docker pull`` on a terminal of its own, so that it prints its progress bars, from
     which the bytes of each layer are read."""
-    progress = PullProgress(layer_sizes(image))
-    status.update(force=True, phase="pull", done=0, total=progress.total)
-    if progress.total:
-        need = progress.total * IMAGE_EXPANSION
-        check_room(f"{image} ({human(progress.total)} compressed)", docker_root(), need)
+    progress = PullProgress(sizes)
     pid, fd = pty.fork()
     if pid == 0:  # the child: docker pull on the terminal
         argv = docker_argv("pull", image)

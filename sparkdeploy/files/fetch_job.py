@@ -23,9 +23,10 @@ This file is the command and its main; each part is a module shipped beside it (
 installs them in LIB, config/paths.py: FETCH_MODULES), imported by name: fetch_errors (exit
 statuses), fetch_progress (the status file, the disk check, commands' output), fetch_names
 (names and paths inside a model folder), fetch_hub (a model from the Hub), fetch_docker (an
-image pulled and read), fetch_channel, fetch_serve, fetch_copy and fetch_copy_image (the copy
-over the QSFP link), fetch_spec (the job specs). It may import those and the standard
-library; it must not know the deploy (sparkdeploy), which starts it over SSH.
+image pulled and read; docker_pull, its pull through the Docker Engine API), fetch_channel,
+fetch_serve, fetch_copy and fetch_copy_image (the copy over the QSFP link), fetch_spec (the
+job specs). It may import those and the standard library; it must not know the deploy
+(sparkdeploy), which starts it over SSH.
 """
 
 from __future__ import annotations

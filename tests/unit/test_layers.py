@@ -243,7 +243,8 @@ FETCH_PARTS: dict[str, set[str]] = {
     "fetch_progress": {"fetch_errors"},
     "fetch_names": {"fetch_errors"},
     "fetch_hub": BASE,
-    "fetch_docker": BASE,
+    "docker_pull": set(),  # the pull through the Docker Engine API: only for fetch_docker
+    "fetch_docker": BASE | {"docker_pull"},
     "fetch_channel": BASE,
     "fetch_serve": BASE | {"fetch_docker", "fetch_channel"},
     "fetch_copy": BASE | {"fetch_hub", "fetch_channel"},
@@ -267,13 +268,14 @@ def test_what_is_shipped_with_spark_fetch_needs_only_python():
     from sparkdeploy.config.paths import FETCH_MODULES
 
     assert set(FETCH_PARTS) == set(FETCH_MODULES)  # every part is shipped (config/paths.py)
-    assert {p.stem for p in (PACKAGE / "files").glob("fetch_*.py")} == {*FETCH_PARTS, "fetch_job"}
+    shipped = [*(PACKAGE / "files").glob("fetch_*.py"), PACKAGE / "files" / "docker_pull.py"]
+    assert {p.stem for p in shipped} == {*FETCH_PARTS, "fetch_job"}
     for name in ("fetch_job", *FETCH_PARTS):
         tops = top_imports(PACKAGE / "files" / f"{name}.py")
         allowed = set(FETCH_PARTS) if name == "fetch_job" else FETCH_PARTS[name]
         assert "sparkdeploy" not in tops, name
         assert tops - sys.stdlib_module_names <= allowed, (name, tops - sys.stdlib_module_names)
-    texts = {p.name: p.read_text() for p in (PACKAGE / "files").glob("fetch_*.py")}
+    texts = {p.name: p.read_text() for p in shipped}
     assert [name for name, text in texts.items() if "DOCKER = " in text] == ["fetch_spec.py"]
     assert texts["fetch_spec.py"].count("DOCKER = ") == 1
 
@@ -285,3 +287,16 @@ def test_spark_fetch_parts_say_what_they_may_import_and_must_not_know():
         words = " ".join(text.split())
         assert "May import" in words or "may import" in words, name
         assert "Must not know" in words or "must not know" in words, name
+
+
+def test_the_fetch_progress_renderer_is_pure_and_its_board_only_writes_it():
+    """deploys/fetch/progress.py: statuses in, text out (no pyinfra, no I/O modules);
+    deploys/fetch/board.py, the side effect, renders nothing itself: only with progress.py."""
+    fetch = PACKAGE / "deploys" / "fetch"
+    pure = {m.split(".")[0] for m in imports(fetch / "progress.py")} - {"__future__", "typing"}
+    assert pure == set(), pure
+    ours = {m for m in imports(fetch / "board.py") if m.startswith("sparkdeploy")}
+    assert ours <= {"sparkdeploy.deploys.fetch.progress"} | {
+        f"sparkdeploy.deploys.fetch.progress.{name}"
+        for name in ("board_lines", "due_lines", "redraw")
+    }, ours

@@ -167,6 +167,7 @@ class Spark:
     """A host whose spark-fetch answers with the given statuses, one list per look."""
 
     looks: list[list[dict[str, Any]]]
+    name: str = "spark-1"
     print_prefix: str = "[spark-1] "
     commands: list[str] = field(default_factory=list)
 
@@ -230,6 +231,18 @@ def test_progress_is_shown_until_the_job_is_done():
         for line in logged
     ), logged
     assert logged[-1].endswith("done, 4.0 GB in 40s (100.0 MB/s)")
+
+
+def test_off_a_terminal_a_long_fetch_logs_a_line_a_minute_not_one_per_look():
+    job = a_model_job()
+    running = [
+        status(job, state="running", phase="download", done=n * 10**8, total=4 * 10**9, rate=1)
+        for n in range(30)
+    ]  # 30 looks, the clock 10 s further at each reading of it: 20 s a look, 10 minutes
+    done = status(job, unit="inactive", state="done", phase="done", total=4 * 10**9)
+    _, logged = watching([[s] for s in running] + [[done]], [job], timeout=10**5)
+    progress = [line for line in logged if "% " in line or "%)" in line]
+    assert 9 <= len(progress) <= 11, progress
 
 
 def test_a_running_job_is_attached_to_and_an_earlier_failure_reported_before_the_retry():
@@ -680,8 +693,10 @@ def shipped_imports(name: str = "fetch_job") -> set[str]:
     found: set[str] = set()
     tree = ast.parse((FILES / f"{name}.py").read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (FILES / f"{node.module}.py").is_file():
-            found |= {str(node.module)} | shipped_imports(str(node.module))
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        names += [str(node.module)] if isinstance(node, ast.ImportFrom) else []
+        for module in (m for m in names if (FILES / f"{m}.py").is_file()):
+            found |= {module} | shipped_imports(module)
     return found
 
 
@@ -717,7 +732,7 @@ def test_the_deploy_ships_spark_fetch_and_every_module_it_imports():
     ):
         fetch.fetch_everything._inner()
     modules = shipped_imports()
-    assert {"fetch_spec", "fetch_errors", "fetch_copy", "fetch_serve"} <= modules
+    assert {"fetch_spec", "fetch_errors", "fetch_copy", "fetch_serve", "docker_pull"} <= modules
     assert installed[FETCH_BIN] == file_text("fetch_job.py")
     for name in modules:
         assert installed[f"{FETCH_LIB}/{name}.py"] == file_text(f"{name}.py"), name

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sparkdeploy.inventory import load_inventory
-from sparkdeploy.overrides import DERIVED, override_problems, owned_keys
+from sparkdeploy.overrides import DERIVED, link_test_limit_problems, override_problems, owned_keys
 from tests.unit.test_docs import EXAMPLES, ROOT, read_model
 
 PYINFRA = Path(sys.executable).parent / "pyinfra"
@@ -84,3 +84,35 @@ def test_data_override_of_the_engine_is_refused_before_connecting(tmp_path):
     assert done.returncode == 2
     assert "pyinfra --data engine=...: refused: 'engine' is an inventory key" in done.stderr
     assert "Connecting" not in done.stderr + done.stdout and "hunter2" not in done.stderr
+
+
+# --- --limit on the link test -----------------------------------------------------------------
+
+PAIR = ("spark-1", "spark-2")
+LINKTEST = ("sparkdeploy/entry/linktest.py",)
+
+
+def test_a_link_test_limited_to_one_spark_of_a_pair_is_refused_naming_the_other():
+    [problem] = link_test_limit_problems("pair.yml", LINKTEST, ["spark-1"], [], PAIR)
+    assert problem.startswith("pyinfra --limit spark-1: refused: the link test runs on every")
+    assert "this run leaves out spark-2." in problem
+    assert "spark-deploy linktest pair.yml (no --limit)" in problem
+    excluded = link_test_limit_problems("p", ("linktest.py",), [], ["spark-2"], PAIR)
+    assert "pyinfra --exclude spark-2: refused" in excluded[0]
+
+
+def test_a_limit_that_takes_every_spark_or_another_command_passes():
+    assert link_test_limit_problems("p", LINKTEST, ["spark-*"], [], PAIR) == []
+    assert link_test_limit_problems("p", LINKTEST, ["spark-1", "spark-2"], [], PAIR) == []
+    assert link_test_limit_problems("p", ("deploy.py",), ["spark-1"], [], PAIR) == []
+    assert link_test_limit_problems("p", LINKTEST, ["nothing"], [], PAIR) == []  # pyinfra says
+    assert link_test_limit_problems("p", LINKTEST, ["spark-1"], [], ("spark-1",)) == []
+
+
+def test_the_link_test_limited_to_one_spark_is_refused_before_connecting(tmp_path):
+    pair = ROOT / "examples" / "sglang-pair.yml"
+    args = ["inventory.py", "linktest.py", "--limit", "spark-1"]
+    done = pyinfra(*args, inventory=pair, tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "this run leaves out spark-2" in done.stderr
+    assert "Traceback" not in done.stderr and "Connecting" not in done.stderr + done.stdout

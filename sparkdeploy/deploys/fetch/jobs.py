@@ -13,7 +13,6 @@ import json
 import posixpath
 import re
 import secrets
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from io import StringIO
@@ -36,6 +35,7 @@ from sparkdeploy.config.paths import (
 )
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Place
+from sparkdeploy.deploys.fetch.board import Board
 from sparkdeploy.deploys.fetch.progress import (
     failure_text,
     finished_line,
@@ -62,7 +62,6 @@ POLL_EVERY = 2.0  # seconds between two looks at the jobs (one SSH round trip ea
 # The head serves the copies on this TCP port of its fabric address: away from the engines'
 # API ports (8000, 30000) and the ports their NCCL, Gloo and Ray use (29500+, 6379).
 PAIR_COPY_PORT = 47471
-SHOW_EVERY = 5.0  # seconds between two progress lines of a Spark
 
 
 @dataclass(frozen=True)
@@ -413,27 +412,33 @@ def watch_jobs(
     started: list[FetchJob],
     head: str,
 ) -> None:
-    """Look at the jobs every POLL_EVERY seconds, showing their progress every SHOW_EVERY,
-    until all are done; starting the copies as the head has them whole."""
+    """Look at the jobs every POLL_EVERY seconds, showing their progress on the run's board
+    (one block for every Spark on a terminal, a line a minute elsewhere), until all are done;
+    starting the copies as the head has them whole. A failed job, a failed head or the end
+    of the wait raises, and takes the Spark off the board first."""
     units = {job.id: job.unit for job in jobs}
-    terminal = sys.stdout.isatty()
     deadline = time.monotonic() + timeout
-    shown = 0.0
-    while True:
-        gevent.sleep(POLL_EVERY)
-        stop_if_head_failed(state, head)
-        started += copies.start_ready()
-        statuses = look(host, started, copies, units)
-        running = [s for s in statuses if s.get("state") != "done"]
-        if not running:
-            for status in statuses:
-                logger.info(f"{host.print_prefix}{finished_line(status)}")
-            return
-        if time.monotonic() > deadline:
-            raise OperationError(still_fetching(running, units, timeout))
-        if time.monotonic() - shown >= SHOW_EVERY:
-            logger.info(f"{host.print_prefix}{progress_line(running, terminal)}")
-            shown = time.monotonic()
+    board = Board.of(state)
+
+    def emit(line: str) -> None:
+        logger.info(f"{host.print_prefix}{line}")
+
+    try:
+        while True:
+            gevent.sleep(POLL_EVERY)
+            stop_if_head_failed(state, head)
+            started += copies.start_ready()
+            statuses = look(host, started, copies, units)
+            running = [s for s in statuses if s.get("state") != "done"]
+            if not running:
+                break
+            if time.monotonic() > deadline:
+                raise OperationError(still_fetching(running, units, timeout))
+            board.show(host.name, running, emit, time.monotonic())
+    finally:
+        board.drop(host.name)
+    for status in statuses:
+        logger.info(f"{host.print_prefix}{finished_line(status)}")
 
 
 def stop_if_head_failed(state, head: str) -> None:

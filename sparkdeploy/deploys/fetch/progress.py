@@ -94,3 +94,50 @@ def failure_text(status: dict[str, Any], unit: str) -> str:
         f"{lines}\n  journal: journalctl -u {unit}; the next deploy run retries it from "
         "where it stopped"
     )
+
+
+# --- the laptop's view of every Spark's jobs ---------------------------------------------
+# On a terminal one block, one line per Spark and job, redrawn in place; elsewhere (a log, CI)
+# a line per job at most every LOG_EVERY seconds, so that a six-hour fetch is not 4000 lines.
+
+LOG_EVERY = 60.0
+
+
+def board_lines(rows: dict[str, list[dict[str, Any]]], width: int) -> list[str]:
+    """The block: one line per Spark and job, in the order the Sparks first reported, the
+    names aligned, each line cut to the terminal's width (a line that wrapped would take two
+    rows, and the redraw, which counts lines, would leave the top one behind)."""
+    pad = max((len(name) for name in rows), default=0)
+    lines = [
+        f"{name:<{pad}}  {job_line(status, True)}"
+        for name, statuses in rows.items()
+        for status in statuses
+    ]
+    return [fit(line, width) for line in lines]
+
+
+def fit(line: str, width: int) -> str:
+    """``line`` within ``width - 1`` columns (the last column would wrap on some terminals)."""
+    return line if len(line) < width else line[: max(width - 4, 0)] + "..."
+
+
+def redraw(height: int, lines: list[str]) -> str:
+    """What replaces the block of ``height`` lines drawn last, the cursor on the line below
+    it, with ``lines``: up to its first line, clear to the end of the screen (pyinfra's
+    spinner below it too), draw. No lines: the block is erased."""
+    up = f"\x1b[{height}A" if height else ""
+    return "\r" + up + "\x1b[J" + "".join(line + "\n" for line in lines)
+
+
+def due_lines(
+    statuses: list[dict[str, Any]], shown: dict[str, float], now: float
+) -> tuple[list[str], dict[str, float]]:
+    """Off a terminal: the lines of the jobs not shown for LOG_EVERY seconds (a job seen
+    for the first time at once), and when each job was shown last, updated."""
+    lines, shown = [], dict(shown)
+    for status in statuses:
+        key = str(status.get("id") or status.get("label"))
+        if now - shown.get(key, float("-inf")) >= LOG_EVERY:
+            lines.append(job_line(status, False))
+            shown[key] = now
+    return lines, shown
