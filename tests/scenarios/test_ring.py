@@ -16,6 +16,7 @@ import pytest
 from tests.scenarios.conftest import assert_idempotent
 from tests.scenarios.test_engine import TOKEN_ENV, fabric_spark, models_answer, state
 from tests.twins import harness
+from tests.twins.fetched import internet_bytes
 
 pytestmark = pytest.mark.twins
 
@@ -84,6 +85,16 @@ class TestThreeSparkRing:
                     f"nmcli -t -g ipv4.addresses,802-3-ethernet.mtu connection show qsfp-{ifname}"
                 ).stdout.split()
                 assert shown == [entry["address"], "9000"], (name, ifname)
+            if name == NAMES[0]:  # the closing note: the profiles of one Spark of the ring
+                fields = "NAME,DEVICE,STATE"
+                print(twin.exec(f"nmcli -f {fields} connection show | grep qsfp-").stdout)
+                keys = "ipv4.addresses,802-3-ethernet.mtu,ipv4.route-table,ipv4.routing-rules"
+                for entry in harness.ring_plan(node, 3):
+                    profile = f"qsfp-{entry['interface']}"
+                    print(
+                        profile, twin.exec(f"nmcli -t -f {keys} connection show {profile}").stdout
+                    )
+                print(twin.exec("ip rule show; ip route show table all | grep 192.168").stdout)
             env = twin.read("/etc/spark-deploy/nccl.env") or ""
             lines = [line for line in env.splitlines() if not line.startswith("#")]
             print(f"--- {name}: /etc/spark-deploy/nccl.env\n{env}")  # the closing note
@@ -155,7 +166,8 @@ FOUR = ("four-a", "four-b", "four-c", "four-d")
 
 class TestFourSparkRing:
     """Four Sparks in a ring (eugr's four-node ring: a /24 per logical link), vLLM across
-    them with tensor parallel 4: NCCL's ring algorithm only, every link proven."""
+    them with tensor parallel 4: NCCL's ring algorithm only, every link proven, the model
+    and image fetched once by the head and passed along the ring to the opposite Spark."""
 
     fabric = "ring"
     twins = {
@@ -171,6 +183,12 @@ class TestFourSparkRing:
         # the Spark opposite the head shares no cable with it, and pings only its neighbours
         assert "jumbo path to four-b, four-d proven" in run.stderr
         assert "[four-a] spark-engine-health: ready after" in run.stderr
+        # the head fetched from the internet once; the others copied over the cables, the
+        # opposite Spark from four-b, which passed on what it copied from four-a
+        assert internet_bytes(scenario.twins["four-a"]) > 0
+        assert [internet_bytes(scenario.twins[name]) for name in FOUR[1:]] == [0, 0, 0]
+        assert "[four-c] " in run.stderr and "(from four-b)" in run.stderr, run.explain()
+        assert "(from four-a)" in run.stderr
         for twin in scenario.twins.values():
             env = twin.read("/etc/spark-deploy/nccl.env") or ""
             assert "\nNCCL_ALGO=Ring\n" in env and f"NCCL_IB_HCA={DEVICES}" in env

@@ -539,10 +539,10 @@ def test_what_the_other_has_already_is_not_served():
 
 def test_the_server_is_stopped_after_the_copies_and_only_when_started():
     host = spark()
-    assert run(fetch.serving_stopped, host, job=None).noop == "no copy was served in this run"
+    assert run(fetch.serving_stopped, host, jobs=[]).noop == "no copy was served in this run"
     hosts = pair_with(FRESH, FRESH)
     [server] = planned_for(hosts, "spark-1")["serving"]
-    outcome = run(fetch.serving_stopped, hosts["spark-1"], job=server)
+    outcome = run(fetch.serving_stopped, hosts["spark-1"], jobs=[server])
     assert outcome.commands == [f"systemctl stop {server.unit}"]
 
 
@@ -625,6 +625,65 @@ def test_a_spark_alone_or_without_rails_copies_nothing():
 
     unlinked = sparks(**{f"spark-{node}": {} for node in (1, 2, 3)})
     assert fetch.copy_link(unlinked["spark-2"].data.place) is None
+
+
+# --- four Sparks in a ring: the head's neighbours copy from it, the opposite Spark from ---
+# --- the head's port-0 neighbour, which passes on what it copied (issue 26) ---------------
+
+
+def ring_with(*states: dict):
+    """Four Sparks in a ring (eugr's addresses, harness.ring_plan), their host states."""
+    from tests.twins import harness
+    from tests.unit.operations import sparks
+
+    hosts = sparks(
+        **{
+            f"spark-{node}": {
+                "qsfp": harness.ring_plan(node, 4),
+                "qsfp_topology": "ring",
+                "management_address": f"10.0.0.{node}",
+                **REPOS,
+                "engine": {"name": "sglang"},
+            }
+            for node in (1, 2, 3, 4)
+        }
+    )
+    for node, state in enumerate(states, start=1):
+        given(hosts[f"spark-{node}"], SparkHostState, host_state(**state))
+    return hosts
+
+
+def test_in_a_ring_of_four_each_byte_crosses_each_cable_once():
+    hosts = ring_with(FRESH, FRESH, FRESH, FRESH)
+    head = planned_for(hosts, "spark-1")
+    assert "head" not in head and [job.kind for job in head["jobs"]] == ["image", "model", "model"]
+    assert [(s.spec["bind"], s.spec["allow"]) for s in head["serving"]] == [
+        ("10.20.0.11", ["10.20.0.12"]),  # cable 1: port 0 to spark-2's port 1
+        ("10.20.6.11", ["10.20.6.14"]),  # cable 4: port 1 from spark-4's port 0
+    ]
+    two = planned_for(hosts, "spark-2")
+    assert two["head"] == "spark-1"
+    assert {job.spec["source"] for job in two["jobs"]} == {"10.20.0.11"}
+    [passed_on] = two["serving"]  # spark-2 passes its copies on to spark-3, over cable 2
+    assert (passed_on.spec["bind"], passed_on.spec["allow"]) == ("10.20.2.12", ["10.20.2.13"])
+    assert passed_on.spec["images"] == [IMAGE] and len(passed_on.spec["models"]) == 2
+    three = planned_for(hosts, "spark-3")
+    assert three["head"] == "spark-2" and "serving" not in three
+    assert {job.spec["source"] for job in three["jobs"]} == {"10.20.2.12"}
+    assert [job.kind for job in three["jobs"]] == ["copy-image", "copy-model", "copy-model"]
+    four = planned_for(hosts, "spark-4")
+    assert four["head"] == "spark-1" and "serving" not in four
+    assert {job.spec["source"] for job in four["jobs"]} == {"10.20.6.11"}
+    tokens = {job.token for plan in (head, two, three, four) for job in plan["jobs"] if job.token}
+    tokens |= {job.token for plan in (head, two) for job in plan["serving"]}
+    assert len(tokens) == 1  # one secret for the ring's whole run
+
+
+def test_a_spark_passing_copies_on_serves_only_what_the_next_lacks():
+    reading = {"id": "sha256:ab", "engine": "sglang", "flags": []}
+    has_all = {"models": complete(MODEL, DRAFT), "image_id": "sha256:ab", "image_reading": reading}
+    hosts = ring_with(FRESH, FRESH, has_all, FRESH)
+    assert planned_for(hosts, "spark-2")["serving"] == []
 
 
 # --- the copy channel's token and digests (issue 22) -------------------------------------

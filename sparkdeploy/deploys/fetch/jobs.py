@@ -174,14 +174,24 @@ def image_job(plan: EnginePlan, home: str = "", user: str = "") -> FetchJob:
 
 @dataclass(frozen=True)
 class CopyLink:
-    """How the Sparks reach the head for the copies, over rail 1 (the pair's cable or the
-    switch): the head's server listens on its own rail-1 address and answers the other
-    Sparks' rail-1 addresses only."""
+    """One channel of the copies: ``head``'s server (the head; in a ring of four also the
+    Spark that passes the copies on) listens on its address ``head_ip`` and answers the
+    ``others``' addresses ``other_ips`` only. A pair and a switch have one, over rail 1."""
 
-    head: str  # the head Spark's name
+    head: str  # the serving Spark's name
     head_ip: str
-    other_ips: tuple[str, ...]  # every other Spark's rail-1 address, in rank order
+    other_ips: tuple[str, ...]  # every Spark that copies over it, its address, in rank order
     others: tuple[str, ...]  # their names, in the same order
+
+
+@dataclass(frozen=True)
+class CopyRoutes:
+    """How one Spark takes part in the copies: the channel it copies over (None on the
+    head, which fetches from the internet) and those it serves."""
+
+    head: str  # the Spark that fetches from the internet
+    source: CopyLink | None
+    serves: tuple[CopyLink, ...]
 
 
 def copy_link(place: Place) -> CopyLink | None:
@@ -195,32 +205,70 @@ def copy_link(place: Place) -> CopyLink | None:
     return CopyLink(place.head, place.head_ip, place.members[1:], tuple(names[1:]))
 
 
+def ring_links(place: Place) -> tuple[CopyLink, ...]:
+    """
+    The copy channels of a ring, each over the first logical link of one cable: every
+    Spark copies from its neighbour nearer the head, the head's two neighbours from the
+    head, and on four Sparks the one opposite the head from the head's port-0 neighbour,
+    which passes on what it copied. Each byte crosses each cable once; nothing goes
+    through a Spark's kernel routing (a ring has no routes between non-neighbours).
+    """
+    cables, links = place.cables, []
+    for rank in range(1, len(cables)):
+        if rank <= len(cables) // 2:  # forward: cable `rank`, port 0 of rank-1 to port 1 of rank
+            cable = cables[rank - 1]
+            near, far = cable.links[0].a, cable.links[0].b
+            links.append(CopyLink(cable.a, near.ip, (far.ip,), (cable.b,)))
+        else:  # backward: cable rank+1, port 0 of rank to port 1 of rank+1
+            cable = cables[rank]
+            near, far = cable.links[0].b, cable.links[0].a
+            links.append(CopyLink(cable.b, near.ip, (far.ip,), (cable.a,)))
+    return tuple(links)
+
+
+def copy_routes(place: Place) -> CopyRoutes | None:
+    """This Spark's part in the copies (None: alone, or no QSFP rails to copy over)."""
+    if place.ringed:
+        links = ring_links(place)
+        source = next((link for link in links if place.name in link.others), None)
+        serves = tuple(link for link in links if link.head == place.name)
+        return CopyRoutes(place.head, source, serves)
+    link = copy_link(place)
+    if link is None:
+        return None
+    if place.name == link.head:
+        return CopyRoutes(link.head, None, (link,))
+    return CopyRoutes(link.head, link, ())
+
+
 _TOKENS: dict[str, str] = {}
 
 
 def copy_token(head: str) -> str:
     """The copy channel's secret of this run for the Sparks of ``head``: random, made once
-    per deploy run, the same for the head's server and every copy (issue 22: anyone on
-    the head's rail-1 address must not be able to serve or read the copies)."""
+    per deploy run, the same for every server and copy of those Sparks (issue 22: anyone
+    on a server's address must not be able to serve or read the copies)."""
     return _TOKENS.setdefault(head, secrets.token_urlsafe(32))
 
 
-def copy_job(job: FetchJob, link: CopyLink, wait: int) -> FetchJob:
-    """The other Spark's job for ``job``: copy it from the head over the link, once the head
-    has it (waiting ``wait`` seconds at most). Its spec gets what it checks the copy
-    against when the deploy has read it from the head over SSH (``with_digests``)."""
+def copy_job(job: FetchJob, link: CopyLink, wait: int, origin: str = "") -> FetchJob:
+    """The other Spark's job for ``job``: copy it from the server of ``link`` once that
+    has it (waiting ``wait`` seconds at most), with the token of ``origin``'s Sparks (the
+    head; default the server). Its spec gets what it checks the copy against when the
+    deploy has read it from the server over SSH (``with_digests``)."""
     kind = CopyModelSpec if isinstance(job.typed, ModelSpec) else CopyImageSpec
     values = {**job.spec, "label": f"{job.label} (from {link.head})"}
     values.pop("kind")
     spec = kind(**values, source=link.head_ip, port=PAIR_COPY_PORT, wait_limit=wait)
-    return replace(FetchJob.of(job.key, spec), token=copy_token(link.head))
+    return replace(FetchJob.of(job.key, spec), token=copy_token(origin or link.head))
 
 
-def serve_job(jobs: list[FetchJob], link: CopyLink) -> FetchJob:
-    """The head's server of the copies: exactly these folders and images, answering the
-    other Sparks' rail-1 addresses only, with this run's token."""
+def serve_job(jobs: list[FetchJob], link: CopyLink, origin: str = "") -> FetchJob:
+    """A server of the copies: exactly these folders and images, answering the addresses
+    of the link's other Sparks only, with the token of ``origin``'s Sparks (default the
+    server's)."""
     many = "s" if len(link.other_ips) > 1 else ""
-    return replace(_serve_job(jobs, link, many), token=copy_token(link.head))
+    return replace(_serve_job(jobs, link, many), token=copy_token(origin or link.head))
 
 
 def _serve_job(jobs: list[FetchJob], link: CopyLink, many: str) -> FetchJob:
@@ -508,23 +556,24 @@ def fetched(
 
 
 @operation()
-def serving_stopped(job: FetchJob | None):
+def serving_stopped(jobs: list[FetchJob] | None = None):
     """
-    Stop the head's server of the copies: every Spark has finished its copies when
+    Stop this Spark's servers of the copies: every Spark has finished its copies when
     this operation runs (after ``fetched`` on all of them).
 
-    + job: the head's ``serve_job`` started in this run, or None
+    + jobs: the ``serve_job``s this Spark started in this run (none: nothing to stop)
 
     **Example:**
 
     .. code:: python
 
-        fetch.serving_stopped(job=serve_job(jobs, link))
+        fetch.serving_stopped(jobs=[serve_job(jobs, link)])
     """
-    if job is None:
+    if not jobs:
         host.noop("no copy was served in this run")
         return
-    yield f"systemctl stop {job.unit}"
+    for job in jobs:
+        yield f"systemctl stop {job.unit}"
 
 
 def jobs_of(target: Host, group: str = "", home: str = "") -> list[FetchJob]:
@@ -538,24 +587,40 @@ def jobs_of(target: Host, group: str = "", home: str = "") -> list[FetchJob]:
 
 def fetch_plan(jobs: list[FetchJob]) -> dict[str, Any]:
     """The ``fetched`` arguments of the current Spark. Alone, it fetches everything. Linked
-    over QSFP (a pair, or up to eight through a switch), the head fetches from the internet
-    and serves what any other Spark lacks; each other Spark copies from the head what the
-    head has over rail 1 (the rest it fetches)."""
-    link = copy_link(host.data.place)
-    if link is None:
+    over QSFP, the head fetches from the internet; every other Spark copies what the head
+    has from its source (a pair or a switch: the head, over rail 1; a ring: its neighbour
+    nearer the head, ``ring_links``) and fetches the rest; each server serves what any of
+    its link's Sparks lacks."""
+    routes = copy_routes(host.data.place)
+    if routes is None:
         return {"jobs": jobs}
-    if host.name == link.head:
-        lacking = set()
-        for name in link.others:
-            other = host.inventory.get_host(name)
-            other_state = host_state(other)
-            lacking |= {job.key for job in jobs_of(other) if not job.done(other_state)}
-        served = [job for job in jobs if job.key in lacking]
-        return {"jobs": jobs, "serving": [serve_job(served, link)] if served else []}
-    head_keys = {job.key for job in jobs_of(host.inventory.get_host(link.head))}
-    wait = host.data.spark.fetch_timeout
-    copies = [copy_job(job, link, wait) if job.key in head_keys else job for job in jobs]
-    return {"jobs": copies, "head": link.head}
+    head_keys = {job.key for job in jobs_of(host.inventory.get_host(routes.head))}
+    arguments: dict[str, Any] = {"jobs": jobs}
+    if routes.source is not None:
+        wait = host.data.spark.fetch_timeout
+        arguments["jobs"] = [
+            copy_job(job, routes.source, wait, routes.head) if job.key in head_keys else job
+            for job in jobs
+        ]
+        arguments["head"] = routes.source.head
+    if routes.serves:
+        servers = (served(jobs, link, head_keys, routes.head) for link in routes.serves)
+        arguments["serving"] = [server for server in servers if server is not None]
+    return arguments
+
+
+def served(
+    jobs: list[FetchJob], link: CopyLink, head_keys: set[str], origin: str
+) -> FetchJob | None:
+    """The server of ``link``: what the head has and any of the link's Sparks lacks (None
+    when they lack nothing)."""
+    lacking: set[str] = set()
+    for name in link.others:
+        other = host.inventory.get_host(name)
+        other_state = host_state(other)
+        lacking |= {job.key for job in jobs_of(other) if not job.done(other_state)}
+    offered = [job for job in jobs if job.key in lacking and job.key in head_keys]
+    return serve_job(offered, link, origin) if offered else None
 
 
 @deploy("Fetch the engine image and the model folders")
@@ -585,8 +650,7 @@ def fetch_everything() -> None:
         timeout=spark.fetch_timeout,
         **arguments,
     )
-    serving = arguments.get("serving") or []
     serving_stopped(
         name="Stop serving the copies for the other Sparks",
-        job=serving[0] if serving else None,
+        jobs=arguments.get("serving") or [],
     )
