@@ -15,11 +15,11 @@ engines meet on the management network, since not every Spark shares a cable wit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sparkdeploy.config.jsondata import PyinfraJson
 from sparkdeploy.config.ring import Cable, cables_of, ring_problems
-from sparkdeploy.config.spark import SparkSettings
+from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 
 # How a Spark is wired to the others: alone (or without rails), a pair, a switch, a ring.
 Fabric = Literal["", "pair", "switch", "ring"]
@@ -128,58 +128,60 @@ class Topology:
     def of(cls, sparks: dict[str, SparkSettings]) -> Topology:
         """The places of the inventory's Sparks (validated settings, in inventory order).
         More than ``MAX_SPARKS`` is refused with the inventory (``too_many_sparks``)."""
-        names = list(sparks)
         if any(spark.qsfp_topology == "ring" for spark in sparks.values()):
             return cls(_ring_places(sparks))
-        head = names[0] if names else ""
-        head_rails = sparks[head].qsfp if head else []
-        pair = len(names) == 2
-        fabric: Fabric = "" if len(names) < 2 else "pair" if pair else "switch"
-        members = (
-            tuple(spark.qsfp[0].ip for spark in sparks.values())
-            if len(names) > 1 and all(spark.qsfp for spark in sparks.values())
-            else ()
-        )
-        places = {}
-        for rank, (name, spark) in enumerate(sparks.items()):
-            peer = next((other for other in names if other != name), None) if pair else None
-            theirs = sparks[peer].qsfp if peer else []
-            rails = tuple(
-                Rail(
-                    number,
-                    rail.interface,
-                    rail.address,
-                    rail.ip,
-                    rail.mtu,
-                    theirs[number - 1].interface if number <= len(theirs) else "",
-                    theirs[number - 1].ip if number <= len(theirs) else "",
-                    tuple(
-                        End(
-                            other,
-                            sparks[other].qsfp[number - 1].interface,
-                            sparks[other].qsfp[number - 1].ip,
-                        )
-                        for other in names
-                        if other != name and number <= len(sparks[other].qsfp)
-                    ),
-                )  # fmt: skip
-                for number, rail in enumerate(spark.qsfp, start=1)
-            )
-            places[name] = Place(
-                name,
-                rank,
-                len(names),
-                head,
-                head_rails[0].ip if head_rails else "",
-                peer,
-                rails,
-                members,
-                fabric if rails else "",
-            )
-        return cls(places)
+        return cls(_rail_places(sparks))
 
     def __getitem__(self, name: str) -> Place:
         return self.places[name]
+
+
+def _rail(number: int, rail: QsfpInterface, **far: Any) -> Rail:
+    """Rail ``number`` of a Spark from its settings, with what is known of its far end."""
+    return Rail(number, rail.interface, rail.address, rail.ip, rail.mtu, **far)
+
+
+def _ends(sparks: dict[str, SparkSettings], name: str, number: int) -> tuple[End, ...]:
+    """Every other Spark's end of rail ``number`` (a pair's or a switch's), in rank order."""
+    return tuple(
+        End(other, spark.qsfp[number - 1].interface, spark.qsfp[number - 1].ip)
+        for other, spark in sparks.items()
+        if other != name and number <= len(spark.qsfp)
+    )
+
+
+def _rail_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
+    """The places of Sparks alone, in a pair (rail N to rail N) or through a switch (rail N
+    of every Spark in one subnet)."""
+    names = list(sparks)
+    head = names[0] if names else ""
+    head_rails = sparks[head].qsfp if head else []
+    pair = len(names) == 2
+    fabric: Fabric = "" if len(names) < 2 else "pair" if pair else "switch"
+    members = (
+        tuple(spark.qsfp[0].ip for spark in sparks.values())
+        if len(names) > 1 and all(spark.qsfp for spark in sparks.values())
+        else ()
+    )
+    places = {}
+    for rank, (name, spark) in enumerate(sparks.items()):
+        peer = next((other for other in names if other != name), None) if pair else None
+        theirs = sparks[peer].qsfp if peer else []
+        rails = tuple(
+            _rail(
+                number,
+                rail,
+                peer_interface=theirs[number - 1].interface if number <= len(theirs) else "",
+                peer_ip=theirs[number - 1].ip if number <= len(theirs) else "",
+                ends=_ends(sparks, name, number),
+            )
+            for number, rail in enumerate(spark.qsfp, start=1)
+        )
+        head_ip = head_rails[0].ip if head_rails else ""
+        places[name] = Place(
+            name, rank, len(names), head, head_ip, peer, rails, members, fabric if rails else ""
+        )
+    return places
 
 
 def _ring_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
@@ -199,16 +201,13 @@ def _ring_places(sparks: dict[str, SparkSettings]) -> dict[str, Place]:
     places = {}
     for rank, (name, spark) in enumerate(sparks.items()):
         rails = tuple(
-            Rail(
+            _rail(
                 number,
-                rail.interface,
-                rail.address,
-                rail.ip,
-                rail.mtu,
+                rail,
                 ends=(far[(name, rail.interface)],) if (name, rail.interface) in far else (),
                 port=rail.cx7_port,
                 cable=on.get((name, rail.cx7_port if rail.cx7_port is not None else -1), 0),
-            )  # fmt: skip
+            )
             for number, rail in enumerate(spark.qsfp, start=1)
         )
         places[name] = Place(
