@@ -283,10 +283,18 @@ def nearness(engine: str, version: str, nearest: str) -> str:
 
 
 def available_versions(engine: str, flags_dir: Path = FLAGS_DIR) -> list[str]:
-    """Catalogued releases of ``engine``, oldest first."""
+    """Catalogued releases of ``engine``, oldest first (a list of the caller's own)."""
+    return list(_catalogued(engine, flags_dir))
+
+
+@cache
+def _catalogued(engine: str, flags_dir: Path) -> tuple[str, ...]:
+    """The folder listed once per process: the committed catalogues are shipped data, which
+    load_catalogue caches too, and a plan asks for them a dozen times (one glob each was a
+    millisecond of every inventory checked)."""
     prefix = f"{engine}-"
     versions = [p.stem[len(prefix) :] for p in flags_dir.glob(f"{prefix}*.json")]
-    return sorted(versions, key=version_key)
+    return tuple(sorted(versions, key=version_key))
 
 
 @cache
