@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,21 @@ class Catalogue:
 
     def spec(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
+
+    def aliases(self, canonical: str) -> tuple[str, ...]:
+        """The other names of ``canonical`` (``--tp`` for ``--tensor-parallel-size``)."""
+        return self._aliases.get(canonical, ())
+
+    @cached_property
+    def _aliases(self) -> dict[str, tuple[str, ...]]:
+        """Canonical flag -> its aliases, gathered once: a plan asks for the spellings of
+        every flag it sets, and a scan of the release's hundreds of flags each time was the
+        largest share of planning."""
+        found: dict[str, list[str]] = {}
+        for name, spec in self.flags.items():
+            if spec.alias_of is not None:
+                found.setdefault(spec.alias_of, []).append(name)
+        return {canonical: tuple(names) for canonical, names in found.items()}
 
     def canonical(self, name: str) -> str:
         """The canonical spelling of a flag (``--tp-size`` -> ``--tensor-parallel-size``)."""
