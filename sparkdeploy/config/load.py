@@ -212,6 +212,11 @@ def _rails_clear_of_ssh(path: str, sparks: dict[str, SparkSettings]) -> list[str
 
 MAX_BYTES = 1 << 20  # an inventory of two Sparks is a few KB
 MAX_NODES = 20_000  # values after aliases are expanded; a pair needs a few hundred
+MAX_FLOW_DEPTH = 64  # [ and { inside each other; a JSON flag value needs a handful
+
+
+class _NestedTooDeep(Exception):
+    """A document nested past MAX_FLOW_DEPTH, refused as a RecursionError is."""
 
 
 class InventoryLoader(yaml.SafeLoader):
@@ -233,6 +238,13 @@ class InventoryLoader(yaml.SafeLoader):
                     )  # fmt: skip
                 seen[key_node.value] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 (PyYAML's)
+        """Refused at MAX_FLOW_DEPTH: PyYAML's scanner walks every open level at every token,
+        so 5,000 nested brackets took seconds before the recursion limit stopped it."""
+        if self.flow_level >= MAX_FLOW_DEPTH:
+            raise _NestedTooDeep
+        super().fetch_flow_collection_start(TokenClass)
 
     def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
@@ -278,7 +290,7 @@ def read_document(path: str) -> Any:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
         problem = redact(getattr(error, "problem", None) or str(error))
         raise InventoryError(path, [f"{where}: not valid YAML: {problem}"]) from None
-    except RecursionError:
+    except (RecursionError, _NestedTooDeep):
         raise InventoryError(path, [f"{path}: nested too deep to be an inventory"]) from None
     except UnicodeDecodeError as error:
         raise InventoryError(path, [f"{path}: not UTF-8 text ({error.reason})"]) from None

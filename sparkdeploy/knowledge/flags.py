@@ -26,7 +26,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,21 @@ class Catalogue:
 
     def spec(self, name: str) -> FlagSpec | None:
         return self.flags.get(name)
+
+    def aliases(self, canonical: str) -> tuple[str, ...]:
+        """The other names of ``canonical`` (``--tp`` for ``--tensor-parallel-size``)."""
+        return self._aliases.get(canonical, ())
+
+    @cached_property
+    def _aliases(self) -> dict[str, tuple[str, ...]]:
+        """Canonical flag -> its aliases, gathered once: a plan asks for the spellings of
+        every flag it sets, and a scan of the release's hundreds of flags each time was the
+        largest share of planning."""
+        found: dict[str, list[str]] = {}
+        for name, spec in self.flags.items():
+            if spec.alias_of is not None:
+                found.setdefault(spec.alias_of, []).append(name)
+        return {canonical: tuple(names) for canonical, names in found.items()}
 
     def canonical(self, name: str) -> str:
         """The canonical spelling of a flag (``--tp-size`` -> ``--tensor-parallel-size``)."""
@@ -283,10 +298,18 @@ def nearness(engine: str, version: str, nearest: str) -> str:
 
 
 def available_versions(engine: str, flags_dir: Path = FLAGS_DIR) -> list[str]:
-    """Catalogued releases of ``engine``, oldest first."""
+    """Catalogued releases of ``engine``, oldest first (a list of the caller's own)."""
+    return list(_catalogued(engine, flags_dir))
+
+
+@cache
+def _catalogued(engine: str, flags_dir: Path) -> tuple[str, ...]:
+    """The folder listed once per process: the committed catalogues are shipped data, which
+    load_catalogue caches too, and a plan asks for them a dozen times (one glob each was a
+    millisecond of every inventory checked)."""
     prefix = f"{engine}-"
     versions = [p.stem[len(prefix) :] for p in flags_dir.glob(f"{prefix}*.json")]
-    return sorted(versions, key=version_key)
+    return tuple(sorted(versions, key=version_key))
 
 
 @cache

@@ -142,8 +142,11 @@ def _match_tag(family: str | None, entry: dict[str, Any], tag: str | None) -> _T
     return _TagMatch(release=release, dev=dev, fixed=fixed, rolling=rolling)
 
 
+@lru_cache(maxsize=256)
 def describe_image(engine: str, image: str) -> ImageInfo:
-    """Family, pinning, release and launch of ``image`` as images.yaml knows them."""
+    """Family, pinning, release and launch of ``image`` as images.yaml knows them. Cached:
+    images.yaml is shipped data read once, ImageInfo is frozen, and a plan asks about its
+    image a dozen times."""
     family = family_of(engine, image)
     entry = families(engine).get(family or "", {})
     tag = image_tag(image)

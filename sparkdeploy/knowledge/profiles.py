@@ -138,6 +138,4 @@ def managed_flags(engine: str, version: str, placed: bool = True) -> dict[str, s
 
 def spellings(catalogue: Catalogue, flag: str) -> list[str]:
     canonical = catalogue.canonical(flag)
-    return [canonical] + [
-        name for name, spec in catalogue.flags.items() if spec.alias_of == canonical
-    ]
+    return [canonical, *catalogue.aliases(canonical)]

@@ -1,10 +1,14 @@
 """The twins' stand-in registry (tests/twins/standins/registry/registry.py) run on this machine
-for the docker stand-in's unit tests: on a free loopback port, with its blob cache, request
-log, rate file and missing-images list in a temporary folder."""
+for the docker stand-in's unit tests: on a free loopback port, with its request log, rate file
+and missing-images list in a temporary folder. Its blobs (some 50 MB of gzip'd layers, 1.5 s
+to make) are made once into .cache/standin-registry and shared by every registry of every
+run and xdist worker: the registry remakes them itself when images.json or its own code
+changes, and a lock keeps two registries from making them at once."""
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import shutil
 import subprocess
@@ -13,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+BLOB_CACHE = ROOT / ".cache" / "standin-registry"
 REGISTRY = ROOT / "tests" / "twins" / "standins" / "registry" / "registry.py"
 # What `nvidia-ctk runtime configure --runtime=docker` writes (NVIDIA Container Toolkit
 # install guide, "Configuring Docker"), as the twin image has it.
@@ -25,11 +30,18 @@ class StandinRegistry:
     def __init__(self, root: Path, cache: Path | None = None):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
-        self.cache = cache or root / "cache"
+        self.cache = cache or BLOB_CACHE
+        self.cache.mkdir(parents=True, exist_ok=True)
         self.log = root / "registry.log"
         self.rate = root / "rate"
         self.missing = root / "missing-images"
-        self.process = subprocess.Popen(
+        with open(self.cache.parent / f"{self.cache.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # until this registry has made or checked them
+            self.process, self.url = self._start()
+
+    def _start(self) -> tuple[subprocess.Popen[str], str]:
+        """The registry process and its URL, once it listens (its blobs are made by then)."""
+        process = subprocess.Popen(
             [
                 sys.executable,
                 str(REGISTRY),
@@ -47,11 +59,11 @@ class StandinRegistry:
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()  # "registry listening on HOST:PORT"
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "registry listening on HOST:PORT"
         if not line:
             raise RuntimeError("the registry stand-in did not start")
-        self.url = "http://" + line.split()[-1]
+        return process, "http://" + line.split()[-1]
 
     def requests(self) -> list[list[str]]:
         """The request log: METHOD PATH STATUS BYTES_SENT RANGE, one list a request."""

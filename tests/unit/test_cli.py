@@ -31,6 +31,19 @@ def spark_deploy(*words: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[s
     )
 
 
+def in_process(capsys: pytest.CaptureFixture[str], *words: str) -> subprocess.CompletedProcess[str]:
+    """The command's main() in this process, read as spark_deploy's result: the same exit
+    code, stdout and stderr without starting Python and importing the deploy once more (two
+    seconds a run); an exception that would be a traceback fails the test."""
+    capsys.readouterr()
+    try:
+        code = cli.main(list(words))
+    except SystemExit as exit_:  # argparse's --version and usage errors
+        code = exit_.code if isinstance(exit_.code, int) else 2
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["spark-deploy", *words], code, out, err)
+
+
 def test_check_prints_each_units_exec_start_and_exits_0():
     done = spark_deploy("check", str(EXAMPLE))
     assert done.returncode == 0, done.stderr
@@ -42,10 +55,12 @@ def test_check_prints_each_units_exec_start_and_exits_0():
     assert "Security settings: the defaults." in done.stdout
 
 
-def test_an_invalid_inventory_exits_2_with_the_loaders_message_only(tmp_path: Path):
+def test_an_invalid_inventory_exits_2_with_the_loaders_message_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     bad = tmp_path / "bad.yml"
     bad.write_text("sparks:\n  s1:\n    ssh_host: a\n    ssh_user: nvidia\n    bogus: 1\n")
-    done = spark_deploy("check", str(bad))
+    done = in_process(capsys, "check", str(bad))
     assert done.returncode == 2
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
@@ -53,14 +68,16 @@ def test_an_invalid_inventory_exits_2_with_the_loaders_message_only(tmp_path: Pa
     assert "host 's1', key 'bogus': unknown key" in done.stderr
 
 
-def test_a_missing_inventory_exits_2_without_a_traceback(tmp_path: Path):
-    done = spark_deploy("check", str(tmp_path / "none.yml"))
+def test_a_missing_inventory_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    done = in_process(capsys, "check", str(tmp_path / "none.yml"))
     assert done.returncode == 2 and "file not found" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_version():
-    done = spark_deploy("--version")
+def test_version(capsys: pytest.CaptureFixture[str]):
+    done = in_process(capsys, "--version")
     assert done.returncode == 0
     assert done.stdout.strip() == f"spark-deploy {__version__}"
 

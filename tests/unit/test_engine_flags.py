@@ -294,3 +294,17 @@ def test_what_only_the_image_can_judge_is_left_to_it():
         "--attention-backend",
     ]
     assert len(catalogue.check(args)) == 3  # the catalogued release itself refuses all three
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_aliases_are_every_other_name_of_a_flag_in_the_catalogues_order(engine):
+    """Catalogue.aliases (gathered once per catalogue) lists exactly the flags that are
+    alias_of the canonical one, each read back as it; none for an alias or an unknown name."""
+    for version in available_versions(engine):
+        catalogue = load_catalogue(engine, version)
+        for name, spec in catalogue.flags.items():
+            expected = tuple(n for n, s in catalogue.flags.items() if s.alias_of == name)
+            assert catalogue.aliases(name) == (expected if spec.alias_of is None else ())
+            assert all(catalogue.canonical(alias) == name for alias in expected)
+        assert catalogue.aliases("--no-such-flag") == ()
+    assert load_catalogue("vllm", "0.33.0").aliases("--tensor-parallel-size") == ("-tp",)

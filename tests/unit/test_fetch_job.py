@@ -231,6 +231,9 @@ def head(job: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 TOKEN = "a-random-token-of-this-run"
+# How often a hostile server's loop looks for shutdown(): socketserver's 0.5 s default held
+# every test that stops one half a second.
+POLL_S = 0.02
 
 
 def copy_spec(job: ModuleType, head, target: Path, **values):
@@ -403,7 +406,7 @@ class Hostile:
         self.body, self.length = body, length
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(POLL_S,), daemon=True).start()
 
     def spec(self, job: ModuleType, target: Path, files: dict, tmp_path: Path):
         import pwd

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from sparkdeploy.config.errors import InventoryError
-from sparkdeploy.config.load import read_document
+from sparkdeploy.config.load import MAX_FLOW_DEPTH, read_document
 from sparkdeploy.inventory import Inventory, load_inventory
 from tests.unit.hostile import TOKEN, control_characters, written
 
@@ -769,6 +769,19 @@ def test_deep_nesting_is_refused_fast(tmp_path: Path) -> None:
         loading()
     assert time.monotonic() - start < BOUNDED  # a blow-up takes minutes, not seconds
     assert caught.value.problems[0].startswith(path)
+
+
+def test_nesting_is_refused_at_its_bound_before_the_scanner_slows(tmp_path: Path) -> None:
+    """64 brackets inside each other are still read (then judged as values), 65 are refused
+    at once: PyYAML's scanner is quadratic in the depth (3 s for 5,000 of them)."""
+    path, _ = load("sparks: " + "[" * MAX_FLOW_DEPTH + "]" * MAX_FLOW_DEPTH + "\n", tmp_path)
+    assert read_document(path) is not None
+    path, loading = load(
+        "sparks: " + "[" * (MAX_FLOW_DEPTH + 1) + "]" * (MAX_FLOW_DEPTH + 1) + "\n", tmp_path
+    )
+    with pytest.raises(InventoryError) as caught:
+        loading()
+    assert caught.value.problems == [f"{path}: nested too deep to be an inventory"]
 
 
 def test_a_huge_file_and_a_binary_file_are_refused(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,8 +73,10 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """Every module ``path`` imports (absolute names; relative imports resolved)."""
+@cache
+def imports(path: Path) -> frozenset[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved). Parsed once
+    a run: the layer tests each walk the whole package, and the parse was most of their time."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = (
         module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
@@ -89,7 +92,7 @@ def imports(path: Path) -> set[str]:
                 base = f"{parent}.{base}" if base else parent
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}
-    return found
+    return frozenset(found)
 
 
 def graph(*folders: str) -> dict[str, set[str]]:

@@ -55,7 +55,7 @@ def test_waits_with_progress_until_memory_is_released(tmp_path):
 
 def test_times_out_non_zero_with_the_reason(tmp_path):
     meminfo(tmp_path / "meminfo", 12)
-    done = guard(tmp_path, "70", "2")
+    done = guard(tmp_path, "70", "1")  # the shortest timeout: a second of waiting, not two
     assert done.returncode == 1
     assert "only 12 GiB available after" in done.stderr and "giving up" in done.stderr
 

@@ -1194,7 +1194,7 @@ def serve(engine: Engine) -> int:
             target=watch_ray, args=(engine, lost, lambda: on_signal(0, None)), daemon=True
         ).start()
     if not stop.is_set():
-        server[0].serve_forever(poll_interval=0.2)
+        server[0].serve_forever(poll_interval=0.05)
     server[0].server_close()
     if lost.is_set():
         return 1
