@@ -238,3 +238,27 @@ def test_engine_environment_of_a_spark_alone():
     text = nccl_env(alone, found)
     assert "SPARK_PEER_ADDR" not in text
     assert "SPARK_NNODES=1\n" in text and "SPARK_HEAD_ADDR=192.168.100.1\n" in text
+
+
+def test_commands_captured_together_run_at_once_and_report_in_order(tmp_path):
+    import subprocess
+    import time
+
+    from sparkdeploy.facts.network import captured_together
+
+    script = "\n".join(
+        captured_together(
+            [
+                ("ping.a@1", "sleep 0.4; echo '2 packets transmitted, 2 received'"),
+                ("ping.b@2", "echo noise; echo 'Network unreachable' >&2; sleep 0.4; false"),
+            ],
+            keep="transmitted|nreachable",
+        )
+    )
+    started = time.monotonic()
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    assert time.monotonic() - started < 0.75  # together, not one after the other
+    assert done.stdout.splitlines() == [
+        "ping.a@1=0 2 packets transmitted, 2 received ",
+        "ping.b@2=1 Network unreachable ",
+    ]

@@ -201,13 +201,18 @@ def switch(mode: str = "head", count: int = 3) -> dict[str, Host]:
 
 
 def ping_lines(host: Host) -> list[str]:
-    """The ping commands of the host's network fact, as they run."""
+    """The ping commands of the host's network fact, as they run (all at once, each in the
+    background: facts/network.captured_together)."""
     command = QsfpNetwork().command(**fact_arguments(host))
-    return [line for line in command.splitlines() if line.startswith("o=$(ping")]
+    return [
+        line.split("( ", 1)[1].split(" )", 1)[0]
+        for line in command.splitlines()
+        if line.startswith("{ ( ping") and line.endswith("} &")
+    ]
 
 
 def ping(interface: str, address: str) -> str:
-    return f"o=$(ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I {interface} {address} 2>&1)"
+    return f"ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I {interface} {address}"
 
 
 RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")
