@@ -22,6 +22,7 @@ from pathlib import Path
 from pyinfra import host, state
 from pyinfra.api import Host
 
+from sparkdeploy.config.invocation import STATUS_JSON_ENV, command
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Rail
@@ -304,11 +305,11 @@ def explained_by(check: str, name: str) -> str:
     if kind in ("rail", "roce gid"):
         return "on the Spark: nmcli -f NAME,DEVICE,STATE connection show; ip -br addr; rdma link"
     if kind == "cable":  # a ring's: the proof names a miscabled ring's exchange
-        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (the QSFP proof of the ring)"
+        return f"{command('deploy', '--limit', name, '--dry')}   (the QSFP proof of the ring)"
     if kind == "link test":
-        return "pyinfra -y inventory.py linktest.py"
+        return command("linktest")
     if kind == "driver":
-        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (its refusal names the fix)"
+        return f"{command('deploy', '--limit', name, '--dry')}   (its refusal names the fix)"
     if kind == "status":
         return f"{status_command(name)} -v"
     return diagnose_command(name)
@@ -394,7 +395,7 @@ def status_json(sections: Mapping[str, Sequence[Row]]) -> str:
 # The run: gather on each host, print once at the end.
 
 STATUS = "status"  # the run store's result key
-JSON_ENV = "SPARK_STATUS_JSON"  # a file to write the status to as JSON, or - for stdout
+JSON_ENV = STATUS_JSON_ENV  # a file to write the status to as JSON, or - for stdout
 NOT_READ = Row("status", FAIL, "not read (no connection, or the status command failed; see above)")
 
 
