@@ -28,7 +28,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from sparkdeploy import __version__
-from sparkdeploy.config.errors import InventoryError
+from sparkdeploy.config.errors import InventoryError, terminal_width, wrap_item
 from sparkdeploy.config.invocation import CLI_ENV, INVENTORY_ENV, STATUS_JSON_ENV
 from sparkdeploy.config.model_source import read_model_class
 from sparkdeploy.config.paths import CONTAINER_ENV
@@ -109,15 +109,21 @@ def check(path: str, online: bool = False, environ: Mapping[str, str] | None = N
     try:
         inventory = load_inventory(path, reader)
     except InventoryError as error:
-        print(error, file=sys.stderr)
+        print(error.wrapped(terminal_width(sys.stderr)), file=sys.stderr)
         return INVALID
-    print(plan_text(inventory, environ))
+    print(plan_text(inventory, environ, online, terminal_width(sys.stdout)))
     return 0
 
 
-def plan_text(inventory: Inventory, environ: Mapping[str, str]) -> str:
-    """The plan per Spark, then the warnings, the rules that may apply and the security
-    summary, as ``check`` prints them."""
+def plan_text(
+    inventory: Inventory,
+    environ: Mapping[str, str],
+    online: bool = False,
+    width: int | None = None,
+) -> str:
+    """The plan per Spark, then the warnings, the rules that may apply with how to make them
+    certain, and the security summary, as ``check`` prints them; the warnings wrapped at
+    ``width`` (None: one line each; an ExecStart line is never wrapped: it is pasted)."""
     lines = [f"{inventory.path}: valid, {len(inventory.sparks)} Spark(s)"]
     for name, spark in inventory.sparks.items():
         lines += ["", f"{name} ({spark.ssh_host})"]
@@ -125,8 +131,11 @@ def plan_text(inventory: Inventory, environ: Mapping[str, str]) -> str:
         lines += engine_lines(plan, spark) if plan is not None else ["  no engine"]
     rules = [w for w in inventory.warnings if MAY_APPLY in w]
     others = [w for w in inventory.warnings if MAY_APPLY not in w]
-    lines += section("warnings", others)
-    lines += section("GB10 rules that may apply (the model's class could not be read)", rules)
+    lines += section("warnings", others, width)
+    lines += section(
+        "GB10 rules that may apply (the model's class could not be read)", rules, width
+    )
+    lines += [*wrap_item(make_certain(inventory.path, online), width, "  ")] if rules else []
     summary = security_summary(inventory.sparks, environ)
     lines += ["", summary] if summary else ["", "Security settings: the defaults."]
     return "\n".join(lines)
@@ -147,8 +156,30 @@ def engine_lines(plan: EnginePlan, spark: SparkSettings) -> list[str]:
     return lines
 
 
-def section(title: str, items: Sequence[str]) -> list[str]:
-    return ["", f"{title}:", *(f"  - {item}" for item in items)] if items else []
+def section(title: str, items: Sequence[str], width: int | None = None) -> list[str]:
+    """A titled list (nothing when empty), each item wrapped at ``width``."""
+    return (
+        ["", f"{title}:", *(line for item in items for line in wrap_item(item, width))]
+        if items
+        else []
+    )
+
+
+def make_certain(path: str, online: bool) -> str:
+    """How to turn "may apply" into a verdict: read the model's config.json."""
+    if not online:
+        return (
+            f"To make it certain: spark-deploy check {path} --online reads each model's "
+            "config.json from the Hub (with HF_TOKEN, or the variable hf_token_env names, for "
+            "a gated repo); or put it in the local Hugging Face cache first (hf download REPO "
+            "config.json). The deploy reads it from the Hub on this laptop and judges the rules with it."
+        )
+    return (
+        "To make it certain: the Hub did not give the model's config.json (see why above): "
+        "export HF_TOKEN (or the variable hf_token_env names) for a gated repo, check "
+        "model_repo and model_revision, or put it in the local Hugging Face cache (hf download "
+        "REPO config.json)."
+    )
 
 
 # -- the pyinfra runs -------------------------------------------------------------------------

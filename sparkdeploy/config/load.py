@@ -29,10 +29,10 @@ from pydantic import ValidationError
 from sparkdeploy.config.errors import (
     KNOWN_KEYS,
     InventoryError,
+    KeyProblem,
     describe,
-    location,
+    key_messages,
     name_of,
-    source_of,
     valid_keys_hint,
 )
 from sparkdeploy.config.spark import SparkSettings
@@ -63,9 +63,11 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
     defaults = _defaults(raw, path, problems)
     sparks_raw = _sparks_listed(raw, path, problems)
     sparks: dict[str, SparkSettings] = {}
+    found: list[KeyProblem] = []
     for name, own in sparks_raw.items():
-        if (spark := _spark_settings(path, name, own, defaults, problems)) is not None:
+        if (spark := _spark_settings(path, name, own, defaults, problems, found)) is not None:
             sparks[name] = spark
+    problems += key_messages(path, found)
     problems += _settings_problems(path, sparks)
     problems += _endpoint_problems(path, sparks)
     problems += rail_problems(path, sparks, listed=len(sparks_raw))
@@ -116,12 +118,21 @@ def _sparks_listed(raw: dict[Any, Any], path: str, problems: list[str]) -> dict[
 
 
 def _spark_settings(
-    path: str, name: Any, own: Any, defaults: dict[str, Any], problems: list[str]
+    path: str,
+    name: Any,
+    own: Any,
+    defaults: dict[str, Any],
+    problems: list[str],
+    found: list[KeyProblem],
 ) -> SparkSettings | None:
-    """One Spark's settings (its own keys over the defaults), or None with its problems."""
-    where = f"{path}: host {name_of(name)}"
+    """One Spark's settings (its own keys over the defaults), or None with its problems:
+    the name's and the mapping's in ``problems``, its keys' in ``found`` (said once per
+    ``defaults`` key by ``key_messages``)."""
     if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
-        problems.append(f"{where}: name must be lower-case letters, digits and '-' (like spark-1)")
+        problems.append(
+            f"{path}: host {name_of(name)}: name must be lower-case letters, digits and '-' "
+            "(like spark-1)"
+        )
         return None
     own = _check_mapping(path, f"host {name_of(name)}", own, problems)
     try:
@@ -129,9 +140,8 @@ def _spark_settings(
     except ValidationError as error:
         for item in error.errors():
             key = str(item["loc"][0]) if item["loc"] else "?"
-            problems.append(
-                f"{where}, {location(item['loc'])}{source_of(key, own, defaults)}: {describe(item)}"
-            )
+            inherited = key in defaults and key not in own
+            found.append(KeyProblem(name, tuple(item["loc"]), inherited, describe(item)))
         return None
 
 

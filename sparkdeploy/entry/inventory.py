@@ -16,6 +16,7 @@ import os as _os
 import sys as _sys
 
 from sparkdeploy.config.errors import InventoryError as _InventoryError
+from sparkdeploy.config.errors import terminal_width as _terminal_width
 from sparkdeploy.config.invocation import inventory_path as _inventory_path
 from sparkdeploy.config.model_source import read_model_class as _read_model_class
 from sparkdeploy.config.security import security_summary as _security_summary
@@ -35,7 +36,7 @@ if _refused:
 try:
     _inventory = _load_inventory(_path, _read_model_class)
 except _InventoryError as _error:
-    print(_error, file=_sys.stderr)
+    print(_error.wrapped(_terminal_width(_sys.stderr)), file=_sys.stderr)
     _sys.exit(2)
 
 _refused = _link_test_limit_problems(_path, *_cli_selection(), list(_inventory.sparks))

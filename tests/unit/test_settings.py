@@ -77,7 +77,7 @@ def test_every_problem_is_listed_at_once_with_file_host_and_key():
 
 def test_problem_from_shared_defaults_says_where_it_was_set():
     [problem] = problems({"defaults": {"ssh_port": 70000}, "sparks": {"s1": {"ssh_host": "a"}}})
-    assert problem.startswith(f"{PATH}: host 's1', key 'ssh_port' (set under defaults:):")
+    assert problem.startswith(f"{PATH}: defaults.ssh_port (inherited by host 's1'):")
     assert "less than or equal to 65535" in problem
 
 
@@ -183,13 +183,14 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
         "192.168.100.0/24; such as 192.168.100.1/24 (got '192.168.100.0/24')",
         f"{where} 'qsfp', rail 2, 'mtu': Input should be greater than or equal to 1280 (got 100)",
         f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, ipv6, port",
-        f"{where} 'roce_gid_index' (set under defaults:): must be a GID index (0 or more) or "
-        "auto (got -1)",
+        f"{PATH}: defaults.roce_gid_index (inherited by hosts 'spark-1', 'spark-2'): must be "
+        "a GID index (0 or more) or auto (got -1)",
     ]
     assert found[6] == (
-        f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
-        "path (letters, digits and . _ + - /), such as /sys (got 'sys')"
+        f"{PATH}: defaults.sysfs_root (inherited by hosts 'spark-1', 'spark-2'): must be an "
+        "absolute path (letters, digits and . _ + - /), such as /sys (got 'sys')"
     )
+    assert sum("roce_gid_index" in problem for problem in found) == 1  # not once per Spark
     assert found[7].startswith(
         f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "
         "be an IPv4 address with prefix length"
@@ -235,3 +236,21 @@ def test_pair_lists_the_same_rails_on_both():
     )
     [problem] = problems(pair(rails(1), []))
     assert "0 rail(s), but host 'spark-1' has 2" in problem
+
+
+def test_a_defaults_key_is_one_message_however_many_sparks_inherit_it():
+    """A bad flag under defaults.engine.args on eight Sparks: one message naming the key and
+    the Sparks, not eight (operator session); a Spark's own key still names the Spark."""
+    sparks: dict[str, dict] = {f"spark-{n}": {"ssh_host": f"h{n}"} for n in range(1, 9)}
+    sparks["spark-8"]["engine"] = {"name": "sglang", "args": {"--no-such": 2}}
+    document = {
+        "defaults": {"ssh_user": "nvidia", "engine": {"name": "sglang", "args": {"--no-such": 1}}},
+        "sparks": sparks,
+    }
+    found = [p for p in problems(document) if "--no-such" in p]
+    inherited = [f"'spark-{n}'" for n in range(1, 8)]
+    assert len(found) == 2, found
+    assert found[0].startswith(
+        f"{PATH}: defaults.engine.args (inherited by hosts {', '.join(inherited)}): --no-such"
+    )
+    assert found[1].startswith(f"{PATH}: host 'spark-8', key 'engine', 'args': --no-such")
