@@ -254,3 +254,44 @@ def test_a_defaults_key_is_one_message_however_many_sparks_inherit_it():
         f"{PATH}: defaults.engine.args (inherited by hosts {', '.join(inherited)}): --no-such"
     )
     assert found[1].startswith(f"{PATH}: host 'spark-8', key 'engine', 'args': --no-such")
+
+
+def test_one_pass_reports_the_address_plan_with_the_sparks_own_problems():
+    """The operator session's broken pair: a key typo, a missing ssh_host and a bad boolean
+    on spark-2 hid the rail-2 address both Sparks had until a second run; now one pass says
+    all of them, and nothing that follows from the bad keys themselves."""
+    document = pair(rails(1), rails(2, second={"address": "192.168.101.1/24"}))
+    del document["sparks"]["spark-2"]["ssh_host"]
+    document["sparks"]["spark-2"]["allow_reboot"] = "maybe"
+    document["sparks"]["spark-1"]["alow_reboot"] = True
+    found = problems(document)
+    assert [problem.split(": ", 2)[1] for problem in found] == [
+        "host 'spark-1', key 'alow_reboot'",
+        "host 'spark-2', key 'ssh_host'",
+        "host 'spark-2', key 'allow_reboot'",
+        "host 'spark-2', key 'qsfp', rail 2, 'address'",
+    ]
+    assert found[-1].endswith(
+        "192.168.101.1 is also the address of host 'spark-1' on rail 2; each Spark needs its "
+        "own address"
+    )
+
+
+def test_a_spark_whose_rails_are_wrong_is_not_judged_by_the_address_plan():
+    """spark-2's rail 2 is invalid: its place in the plan is unknown, so no "1 rail(s), but
+    spark-1 has 2" or subnet message follows from it."""
+    found = problems(pair(rails(1), rails(2, second={"address": "300.1.1.1/24"})))
+    assert len(found) == 1 and "host 'spark-2', key 'qsfp', rail 2, 'address'" in found[0]
+
+
+def test_sparks_whose_ssh_address_is_invalid_are_not_compared_by_it():
+    """Two Sparks without ssh_host (or with a bad port) are not "the same address"."""
+    document = pair(rails(1), rails(2))
+    for spark in document["sparks"].values():
+        del spark["ssh_host"]
+    found = problems(document)
+    assert len(found) == 2 and all("key 'ssh_host': required" in p for p in found)
+    same_host = pair(rails(1), rails(2))
+    same_host["sparks"]["spark-2"].update(ssh_host="a", ssh_port="22")
+    [port] = problems(same_host)
+    assert "host 'spark-2', key 'ssh_port'" in port
