@@ -146,8 +146,9 @@ def dotted(loc: tuple[str | int, ...]) -> str:
 def key_messages(path: str, found: list[KeyProblem]) -> list[str]:
     """One message per problem, in the order found: a Spark's own key names the host; a
     key inherited from ``defaults:`` is said once however many Sparks inherit it, naming
-    ``defaults.KEY`` and those Sparks (the same key with another problem on another Spark,
-    such as a flag judged against another image, is a message of its own)."""
+    ``defaults.KEY`` and those Sparks (one Spark: its key, "set under defaults:"; the same
+    key with another problem on another Spark, such as a flag judged against another
+    image, is a message of its own)."""
     shared: dict[tuple[tuple[str | int, ...], str], list[str]] = {}
     order: list[KeyProblem | tuple[tuple[str | int, ...], str]] = []
     for problem in found:
@@ -164,7 +165,11 @@ def key_messages(path: str, found: list[KeyProblem]) -> list[str]:
             where = f"host {name_of(item.host)}, {location(item.loc)}"
             messages.append(f"{path}: {where}: {item.text}")
             continue
+        loc, text = item
         hosts = shared[item]
-        named = f"host{'s' if len(hosts) > 1 else ''} {', '.join(map(name_of, hosts))}"
-        messages.append(f"{path}: defaults.{dotted(item[0])} (inherited by {named}): {item[1]}")
+        if len(hosts) == 1:  # one Spark inherits it: named as its own key is, and where set
+            where = f"host {name_of(hosts[0])}, {location(loc)} (set under defaults:)"
+        else:
+            where = f"defaults.{dotted(loc)} (inherited by hosts {', '.join(map(name_of, hosts))})"
+        messages.append(f"{path}: {where}: {text}")
     return messages

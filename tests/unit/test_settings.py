@@ -77,7 +77,7 @@ def test_every_problem_is_listed_at_once_with_file_host_and_key():
 
 def test_problem_from_shared_defaults_says_where_it_was_set():
     [problem] = problems({"defaults": {"ssh_port": 70000}, "sparks": {"s1": {"ssh_host": "a"}}})
-    assert problem.startswith(f"{PATH}: defaults.ssh_port (inherited by host 's1'):")
+    assert problem.startswith(f"{PATH}: host 's1', key 'ssh_port' (set under defaults:):")
     assert "less than or equal to 65535" in problem
 
 
