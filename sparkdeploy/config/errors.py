@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+import shutil
+import textwrap
+from dataclasses import dataclass
+from typing import TextIO
 
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
@@ -26,9 +29,43 @@ class InventoryError(Exception):
     def __init__(self, path: str, problems: list[str]):
         self.path = path
         self.problems = problems
-        lines = [f"Invalid inventory {path} ({len(problems)} problem(s)); no host was contacted:"]
-        lines += [f"  - {problem}" for problem in problems]
-        super().__init__("\n".join(lines))
+        self.header = (
+            f"Invalid inventory {path} ({len(problems)} problem(s)); no host was contacted:"
+        )
+        super().__init__(self.wrapped(None))
+
+    def wrapped(self, width: int | None) -> str:
+        """The message as printed: one item per problem, each wrapped at ``width`` columns
+        (None: one line each, as the data keeps them)."""
+        lines = [self.header]
+        for problem in self.problems:
+            lines += wrap_item(problem, width)
+        return "\n".join(lines)
+
+
+def wrap_item(text: str, width: int | None, bullet: str = "  - ") -> list[str]:
+    """``text`` as a list item: ``bullet`` then the text, wrapped at ``width`` columns
+    under itself (None: one line). Words are never broken: a path or a flag stays whole."""
+    if not width:
+        return [f"{bullet}{text}"]
+    indent = " " * len(bullet)
+    return textwrap.wrap(
+        text,
+        width=max(width, len(bullet) + 20),
+        initial_indent=bullet,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The columns to wrap messages printed on ``stream`` at: the terminal's, or None when
+    it is not a terminal (a log or a pipe keeps one line per message, for grep)."""
+    try:
+        return shutil.get_terminal_size().columns - 1 if stream.isatty() else None
+    except (AttributeError, ValueError):  # a closed or fake stream
+        return None
 
 
 SECRET_KEYS = ("hf_token", "token", "huggingface_token")
@@ -90,5 +127,49 @@ def describe(error: ErrorDetails) -> str:
     return f"{message} (got {shown(got)})"
 
 
-def source_of(key: str, own: dict[str, Any], defaults: dict[str, Any]) -> str:
-    return " (set under defaults:)" if key in defaults and key not in own else ""
+@dataclass(frozen=True)
+class KeyProblem:
+    """A problem of one Spark's key: where (pydantic's location), whether the Spark
+    inherits the key from ``defaults:``, and what is wrong."""
+
+    host: str
+    loc: tuple[str | int, ...]
+    inherited: bool
+    text: str
+
+
+def dotted(loc: tuple[str | int, ...]) -> str:
+    """("engine", "args") -> "engine.args" (items counted from 1)."""
+    return ".".join(part if isinstance(part, str) else str(part + 1) for part in loc)
+
+
+def key_messages(path: str, found: list[KeyProblem]) -> list[str]:
+    """One message per problem, in the order found: a Spark's own key names the host; a
+    key inherited from ``defaults:`` is said once however many Sparks inherit it, naming
+    ``defaults.KEY`` and those Sparks (one Spark: its key, "set under defaults:"; the same
+    key with another problem on another Spark, such as a flag judged against another
+    image, is a message of its own)."""
+    shared: dict[tuple[tuple[str | int, ...], str], list[str]] = {}
+    order: list[KeyProblem | tuple[tuple[str | int, ...], str]] = []
+    for problem in found:
+        if not problem.inherited:
+            order.append(problem)
+            continue
+        group = (problem.loc, problem.text)
+        if group not in shared:
+            order.append(group)
+        shared.setdefault(group, []).append(problem.host)
+    messages = []
+    for item in order:
+        if isinstance(item, KeyProblem):
+            where = f"host {name_of(item.host)}, {location(item.loc)}"
+            messages.append(f"{path}: {where}: {item.text}")
+            continue
+        loc, text = item
+        hosts = shared[item]
+        if len(hosts) == 1:  # one Spark inherits it: named as its own key is, and where set
+            where = f"host {name_of(hosts[0])}, {location(loc)} (set under defaults:)"
+        else:
+            where = f"defaults.{dotted(loc)} (inherited by hosts {', '.join(map(name_of, hosts))})"
+        messages.append(f"{path}: {where}: {text}")
+    return messages

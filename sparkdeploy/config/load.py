@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,10 @@ from pydantic import ValidationError
 from sparkdeploy.config.errors import (
     KNOWN_KEYS,
     InventoryError,
+    KeyProblem,
     describe,
-    location,
+    key_messages,
     name_of,
-    source_of,
     valid_keys_hint,
 )
 from sparkdeploy.config.spark import SparkSettings
@@ -63,14 +64,85 @@ def validate_document(raw: Any, path: str) -> tuple[dict[str, SparkSettings], li
     defaults = _defaults(raw, path, problems)
     sparks_raw = _sparks_listed(raw, path, problems)
     sparks: dict[str, SparkSettings] = {}
+    found = Found(problems, [], {})
     for name, own in sparks_raw.items():
-        if (spark := _spark_settings(path, name, own, defaults, problems)) is not None:
+        if (spark := _spark_settings(path, name, own, defaults, found)) is not None:
             sparks[name] = spark
+    problems += key_messages(path, found.keys)
     problems += _settings_problems(path, sparks)
-    problems += _endpoint_problems(path, sparks)
-    problems += rail_problems(path, sparks, listed=len(sparks_raw))
-    problems += _rails_clear_of_ssh(path, sparks)
+    problems += _across_sparks(path, list(sparks_raw), sparks, found.partial)
     return sparks, problems
+
+
+# Keys the address plan across Sparks reads: an invalid Spark joins that check (its other
+# keys set aside) only when none of these is among its invalid keys; else its place in the
+# plan is unknown, and the plan is judged as before, on the valid Sparks alone.
+PLAN_KEYS = frozenset({"qsfp", "qsfp_topology", "management_interface", "management_address"})
+SSH_KEYS = frozenset({"ssh_host", "ssh_port"})  # a ring meets at ssh_host too
+PLACEHOLDER_HOST = "invalid.invalid"  # RFC 2606: an invalid Spark's missing ssh_host, unused
+
+
+@dataclass(frozen=True)
+class Partial:
+    """An invalid Spark's settings without its invalid keys (``dropped``), read only by the
+    checks across Sparks, so that one pass reports those problems too."""
+
+    settings: SparkSettings
+    dropped: frozenset[str]
+
+
+@dataclass
+class Found:
+    """What validating the Sparks one by one found: messages, key problems, and the
+    invalid Sparks' settings without their invalid keys."""
+
+    problems: list[str]
+    keys: list[KeyProblem]
+    partial: dict[str, Partial]
+
+
+def _partial(merged: dict[str, Any], problems: list[KeyProblem]) -> Partial | None:
+    """``merged`` without the top-level keys of ``problems`` (and any key that fails once
+    those are gone), or None when what is left is not valid either."""
+    dropped = {str(problem.loc[0]) for problem in problems if problem.loc}
+    for _ in range(3):
+        values = {key: value for key, value in merged.items() if key not in dropped}
+        if "ssh_host" in dropped or "ssh_host" not in values:
+            dropped.add("ssh_host")
+            values["ssh_host"] = PLACEHOLDER_HOST
+        try:
+            return Partial(SparkSettings(**values), frozenset(dropped))
+        except ValidationError as error:
+            more = {str(item["loc"][0]) for item in error.errors() if item["loc"]}
+            if not more or more <= dropped:
+                return None
+            dropped |= more
+    return None
+
+
+def _across_sparks(
+    path: str, listed: list[Any], sparks: dict[str, SparkSettings], partial: dict[str, Partial]
+) -> list[str]:
+    """The checks across Sparks, on the valid Sparks and the invalid ones' valid keys: a
+    duplicated address is reported in the same pass as a typo elsewhere. A Spark whose SSH
+    keys are invalid is left out of the SSH address checks; the address plan takes the
+    invalid Sparks only when every listed Spark has a known place in it (no misleading
+    "0 rails" for a Spark whose qsfp is what is wrong)."""
+    known = {
+        n: sparks[n] if n in sparks else partial[n].settings
+        for n in listed
+        if n in sparks or n in partial
+    }
+    ring = any(spark.qsfp_topology == "ring" for spark in known.values())
+    plan_keys = PLAN_KEYS | (SSH_KEYS if ring else frozenset())
+    placed = len(known) == len(listed) and not any(p.dropped & plan_keys for p in partial.values())
+    reachable = {
+        name: spark
+        for name, spark in known.items()
+        if name in sparks or not partial[name].dropped & SSH_KEYS
+    }
+    plan = rail_problems(path, known) if placed else rail_problems(path, sparks, len(listed))
+    return [*_endpoint_problems(path, reachable), *plan, *_rails_clear_of_ssh(path, reachable)]
 
 
 def _refuse_unsafe(raw: Any, path: str) -> None:
@@ -116,23 +188,37 @@ def _sparks_listed(raw: dict[Any, Any], path: str, problems: list[str]) -> dict[
 
 
 def _spark_settings(
-    path: str, name: Any, own: Any, defaults: dict[str, Any], problems: list[str]
+    path: str, name: Any, own: Any, defaults: dict[str, Any], found: Found
 ) -> SparkSettings | None:
-    """One Spark's settings (its own keys over the defaults), or None with its problems."""
-    where = f"{path}: host {name_of(name)}"
+    """One Spark's settings (its own keys over the defaults), or None with its problems:
+    the name's and the mapping's messages, its keys' problems (said once per ``defaults``
+    key by ``key_messages``) and its settings without the invalid keys."""
     if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
-        problems.append(f"{where}: name must be lower-case letters, digits and '-' (like spark-1)")
+        found.problems.append(
+            f"{path}: host {name_of(name)}: name must be lower-case letters, digits and '-' "
+            "(like spark-1)"
+        )
         return None
-    own = _check_mapping(path, f"host {name_of(name)}", own, problems)
+    own = _check_mapping(path, f"host {name_of(name)}", own, found.problems)
     try:
         return SparkSettings(**{**defaults, **own})
     except ValidationError as error:
-        for item in error.errors():
-            key = str(item["loc"][0]) if item["loc"] else "?"
-            problems.append(
-                f"{where}, {location(item['loc'])}{source_of(key, own, defaults)}: {describe(item)}"
+        keys = [
+            KeyProblem(
+                name, tuple(item["loc"]), _inherited(item["loc"], own, defaults), describe(item)
             )
+            for item in error.errors()
+        ]
+        found.keys += keys
+        if (partial := _partial({**defaults, **own}, keys)) is not None:
+            found.partial[name] = partial
         return None
+
+
+def _inherited(loc: tuple[Any, ...], own: dict[str, Any], defaults: dict[str, Any]) -> bool:
+    """Whether the key at ``loc`` comes from ``defaults:`` (the Spark does not set it)."""
+    key = str(loc[0]) if loc else "?"
+    return key in defaults and key not in own
 
 
 def _settings_problems(path: str, sparks: dict[str, SparkSettings]) -> list[str]:

@@ -16,6 +16,8 @@ import os as _os
 import sys as _sys
 
 from sparkdeploy.config.errors import InventoryError as _InventoryError
+from sparkdeploy.config.errors import terminal_width as _terminal_width
+from sparkdeploy.config.invocation import inventory_path as _inventory_path
 from sparkdeploy.config.model_source import read_model_class as _read_model_class
 from sparkdeploy.config.security import security_summary as _security_summary
 from sparkdeploy.inventory import load_inventory as _load_inventory
@@ -24,7 +26,7 @@ from sparkdeploy.overrides import cli_selection as _cli_selection
 from sparkdeploy.overrides import link_test_limit_problems as _link_test_limit_problems
 from sparkdeploy.overrides import override_problems as _override_problems
 
-_path = _os.environ.get("SPARK_INVENTORY", "inventory/sparks.yml")
+_path = _inventory_path()  # $SPARK_INVENTORY, else inventory/sparks.yml
 
 _refused = _override_problems(_path, *_cli_overrides())  # --data of an inventory key
 if _refused:
@@ -34,7 +36,7 @@ if _refused:
 try:
     _inventory = _load_inventory(_path, _read_model_class)
 except _InventoryError as _error:
-    print(_error, file=_sys.stderr)
+    print(_error.wrapped(_terminal_width(_sys.stderr)), file=_sys.stderr)
     _sys.exit(2)
 
 _refused = _link_test_limit_problems(_path, *_cli_selection(), list(_inventory.sparks))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase, Host
 
-from sparkdeploy.config.paths import ROLLBACK_BIN
+from sparkdeploy.config.paths import MANAGED_HEADER, MEMORY_GUARD, ROLLBACK_BIN
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.escape import shell
@@ -54,6 +54,10 @@ class Status:
     # spark-engine-rollback state: the kept configuration and the last rollback, or None
     # when the Spark does not say (no engine with rollback, or the script not installed)
     rollback: dict | None = None
+    # The release in the header of a file every deploy writes (the memory guard): its
+    # version, BEFORE_STAMPS for a file of a release before headers named one, "" when the
+    # file is absent (not deployed yet); None when not asked.
+    release: str | None = None
 
 
 def parse_api(value: str) -> Api:
@@ -66,6 +70,31 @@ def parse_api(value: str) -> Api:
     except (ValueError, KeyError, TypeError):
         return Api(status, (), f"not a model list: {text[:80]}")
     return Api(status, models, "")
+
+
+BEFORE_STAMPS = "before 0.1.0"  # a header without a release, or none (render.py STAMP)
+UNSTAMPED = "unstamped"  # the release line's value for a guard without a header
+
+
+def release_line() -> str:
+    """The shell line printing ``release=`` and the memory guard's header line (the
+    release that last deployed this Spark; every deploy writes the guard, world-readable)."""
+    header = shell(f"^{MANAGED_HEADER}")
+    guard = shell(MEMORY_GUARD)
+    return (
+        "printf 'release=%s\\n' \"$({ head -n 3 "
+        f'{guard} 2>/dev/null | grep -m1 {header}; }} || {{ test -e {guard} && echo {UNSTAMPED}; }})"'
+    )
+
+
+def parse_release(value: str) -> str:
+    """The ``release=`` line: the release its header names, BEFORE_STAMPS, or ""."""
+    value = value.strip()
+    if not value:
+        return ""
+    if not value.startswith(MANAGED_HEADER):
+        return BEFORE_STAMPS
+    return value[len(MANAGED_HEADER) :].split(":", 1)[0].strip() or BEFORE_STAMPS
 
 
 def parse_rollback(value: str) -> dict | None:
@@ -158,6 +187,7 @@ class SparkStatus(FactBase):
                 if rollback
                 else []
             ),
+            release_line(),
         ]
         if interfaces:
             lines.append(result_line())
@@ -186,6 +216,7 @@ class SparkStatus(FactBase):
             network=QsfpNetwork().process(output),
             link_test=parse_result(values.get("linktest", "")),
             rollback=parse_rollback(values.get("rollback", "")),
+            release=parse_release(values["release"]) if "release" in values else None,
         )
 
 

@@ -18,6 +18,7 @@ from pyinfra import host as current_host
 from pyinfra import logger
 from pyinfra.api import FunctionCommand, Host, OperationError, State, operation
 
+from sparkdeploy.config.invocation import command
 from sparkdeploy.facts.store import run_store
 from sparkdeploy.knowledge.signatures import diagnose
 
@@ -25,13 +26,14 @@ FAILURES = "failures"  # the run store's result key (host name "")
 
 
 def diagnose_command(name: str) -> str:
-    """The read-only command that reads a Spark's engine journals and kernel log."""
-    return f"pyinfra -y inventory.py diagnose.py --limit {name}"
+    """The read-only command that reads a Spark's engine journals and kernel log, in the
+    form this run was started in (config/invocation.py)."""
+    return command("diagnose", "--limit", name)
 
 
 def status_command(name: str = "") -> str:
     """The read-only status table, of one Spark or of all."""
-    return "pyinfra -y inventory.py status.py" + (f" --limit {name}" if name else "")
+    return command("status", *(("--limit", name) if name else ()))
 
 
 class SparkFailed(OperationError):
@@ -54,7 +56,12 @@ class Failure:
     then: tuple[str, ...]  # the commands that show more
 
 
-def failure_of(host: str, step: str, error: OperationError, then: Sequence[str] = ()) -> Failure:
+# A next command: its text ("{host}" the Spark's name), or made from the Spark's name when
+# the run ends (the form of the command depends on how the run was started).
+Then = str | Callable[[str], str]
+
+
+def failure_of(host: str, step: str, error: OperationError, then: Sequence[Then] = ()) -> Failure:
     """The Failure an ``OperationError`` of ``step`` on ``host`` says: its first line, the
     first known failure signature its text matches, and its commands (else ``then``, else
     diagnose.py)."""
@@ -67,9 +74,9 @@ def failure_of(host: str, step: str, error: OperationError, then: Sequence[str] 
         rule = f" (GB10 rule {signature.rule})" if signature.rule else ""
         cause = f"{signature.id}{rule}: {signature.cause} Seen: {found[0].line.strip()}"
         fix = signature.fix
-    named = tuple(command.replace("{host}", host) for command in then)
-    then = getattr(error, "then", ()) or named or (diagnose_command(host),)
-    return Failure(host, f"{step}: {first}" if step else first, cause, fix, tuple(then))
+    named = tuple(said(host) if callable(said) else said.replace("{host}", host) for said in then)
+    commands: tuple[str, ...] = getattr(error, "then", ()) or named or (diagnose_command(host),)
+    return Failure(host, f"{step}: {first}" if step else first, cause, fix, commands)
 
 
 def format_failure(failure: Failure) -> str:
@@ -78,8 +85,8 @@ def format_failure(failure: Failure) -> str:
     lines.append(f"    cause  {failure.cause or 'no known GB10 failure signature; see above'}")
     if failure.fix:
         lines.append(f"    fix    {failure.fix}")
-    for number, command in enumerate(failure.then):
-        lines.append(f"    {'next' if number == 0 else '':<6} {command}")
+    for number, said in enumerate(failure.then):
+        lines.append(f"    {'next' if number == 0 else '':<6} {said}")
     return "\n".join(lines)
 
 
@@ -108,7 +115,7 @@ def take_failures(state: State) -> list[Failure]:
 
 
 def expected(
-    step: str, then: Sequence[str] = ()
+    step: str, then: Sequence[Then] = ()
 ) -> Callable[[Callable[..., None]], Callable[..., bool]]:
     """Wrap a callback ``function(state, host, ...)`` of a ``FunctionCommand``: an
     ``OperationError`` it raises fails the operation without a traceback (logged where it

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sparkdeploy.config.invocation import command
 from sparkdeploy.facts.linktest import EXPECTED_SPEED, SWITCH_SPEED, LinkResult, RunOutput
 from sparkdeploy.render import aligned
 from sparkdeploy.reports.linkchart import human, terminal_chart
@@ -117,7 +118,7 @@ def verdict_line(runs: list[SparkRun]) -> str:
     return (
         f"    FAIL on {', '.join(names)}: {verdict}\n"
         f"    explained by: the table above (NCCL network, rail speeds), and "
-        f"pyinfra -y inventory.py status.py (rails, RoCE GIDs)"
+        f"{command('status')} (rails, RoCE GIDs)"
     )
 
 
@@ -157,7 +158,7 @@ def status_detail(result: LinkResult | None) -> tuple[str, str]:
     """(state, detail) of the status table's link-test row: when the last run was, its
     all-gather bus bandwidth at the largest size, pass or fail."""
     if result is None:
-        return NONE, "never run (pyinfra -y inventory.py linktest.py)"
+        return NONE, f"never run ({command('linktest')})"
     row = result.largest
     measured = (
         f"all-gather busbw {float(row['busbw']):.2f} GB/s at {human(int(row['size']))}"

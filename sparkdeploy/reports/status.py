@@ -22,7 +22,9 @@ from pathlib import Path
 from pyinfra import host, state
 from pyinfra.api import Host
 
-from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
+from sparkdeploy import __version__
+from sparkdeploy.config.invocation import STATUS_JSON_ENV, command
+from sparkdeploy.config.paths import DRM_OVERRIDE_CONF, MEMORY_GUARD
 from sparkdeploy.config.spark import QsfpInterface, SparkSettings
 from sparkdeploy.config.topology import Rail
 from sparkdeploy.engine_plan.plan import EnginePlan
@@ -249,6 +251,25 @@ def config_row(plan: EnginePlan | None, status: Status) -> list[Row]:
     ]
 
 
+def release_row(status: Status) -> list[Row]:
+    """The release that last deployed this Spark (its managed files' header) against this
+    laptop's: a Spark deployed by another release is told how to match them."""
+    if status.release is None:
+        return []
+    if not status.release:
+        return [Row("release", NONE, f"not deployed yet (no {MEMORY_GUARD})")]
+    if status.release == __version__:
+        return [Row("release", OK, f"deployed by spark-deploy {__version__}, as this laptop's")]
+    return [
+        Row(
+            "release",
+            WARN,
+            f"deployed by spark-deploy {status.release}; this laptop has {__version__}: "
+            f"{command('deploy')} brings the Spark to it",
+        )
+    ]
+
+
 def status_rows(
     spark: SparkSettings, plan: EnginePlan | None, rails: tuple[Rail, ...], status: Status
 ) -> list[Row]:
@@ -268,6 +289,7 @@ def status_rows(
         Row("engine", NONE, f"stopped: the GPU is with {lent[0]}")
         if lent and plan
         else engine_row(plan, status),
+        *release_row(status),
     ]
 
 
@@ -304,11 +326,11 @@ def explained_by(check: str, name: str) -> str:
     if kind in ("rail", "roce gid"):
         return "on the Spark: nmcli -f NAME,DEVICE,STATE connection show; ip -br addr; rdma link"
     if kind == "cable":  # a ring's: the proof names a miscabled ring's exchange
-        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (the QSFP proof of the ring)"
+        return f"{command('deploy', '--limit', name, '--dry')}   (the QSFP proof of the ring)"
     if kind == "link test":
-        return "pyinfra -y inventory.py linktest.py"
+        return command("linktest")
     if kind == "driver":
-        return f"pyinfra inventory.py deploy.py --limit {name} --dry   (its refusal names the fix)"
+        return f"{command('deploy', '--limit', name, '--dry')}   (its refusal names the fix)"
     if kind == "status":
         return f"{status_command(name)} -v"
     return diagnose_command(name)
@@ -325,14 +347,15 @@ def failing(sections: Mapping[str, Sequence[Row]], level: str) -> dict[str, list
 
 
 def verdict(sections: Mapping[str, Sequence[Row]]) -> str:
-    """The last line: how many Sparks, and which need a look for what, failures first."""
+    """The last line: how many Sparks, and which need a look for what, failures first. The
+    counts are of Sparks ("FAIL on 1 Spark"), their checks named in brackets."""
     said = []
     for level in (FAIL, WARN):
         found = failing(sections, level)
         if found:
-            count = sum(len(checks) for checks in found.values())
+            sparks = f"{len(found)} Spark{'s' if len(found) > 1 else ''}"
             named = "; ".join(f"{name}: {', '.join(checks)}" for name, checks in found.items())
-            said.append(f"{count} {level} ({named})")
+            said.append(f"{level} on {sparks} ({named})")
     return f"{len(sections)} Spark(s): {', '.join(said) or 'all ok'}"
 
 
@@ -348,6 +371,9 @@ def details(sections: Mapping[str, Sequence[Row]]) -> list[tuple[str, str, str, 
     return table
 
 
+HEADER = f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):"
+
+
 def format_status(sections: Mapping[str, Sequence[Row]]) -> str:
     """The matrix (a line per check, a column per Spark), then the detail of what is not
     ok, then a last line naming the Sparks and checks that need a look."""
@@ -357,7 +383,7 @@ def format_status(sections: Mapping[str, Sequence[Row]]) -> str:
     for label in order:
         found = [cells[name].get(label) for name in sections]
         matrix.append((label, *(row.state if row else "" for row in found)))
-    lines = ["--> Status (read-only; nothing was changed):", aligned(matrix, indent="    ")]
+    lines = [HEADER, aligned(matrix, indent="    ")]
     shown = details(sections)
     if shown:
         lines += ["", aligned([("SPARK", "CHECK", "STATE", "DETAIL"), *shown], indent="    ")]
@@ -381,6 +407,7 @@ def status_json(sections: Mapping[str, Sequence[Row]]) -> str:
     }
     return json.dumps(
         {
+            "version": __version__,  # this laptop's spark-deploy (release rows: the Sparks')
             "sparks": sparks,
             "fail": sorted(failing(sections, FAIL)),
             "warn": sorted(failing(sections, WARN)),
@@ -394,7 +421,7 @@ def status_json(sections: Mapping[str, Sequence[Row]]) -> str:
 # The run: gather on each host, print once at the end.
 
 STATUS = "status"  # the run store's result key
-JSON_ENV = "SPARK_STATUS_JSON"  # a file to write the status to as JSON, or - for stdout
+JSON_ENV = STATUS_JSON_ENV  # a file to write the status to as JSON, or - for stdout
 NOT_READ = Row("status", FAIL, "not read (no connection, or the status command failed; see above)")
 
 

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yml"))
 NAME = "cli"
 UNIT = "spark-engine-sglang.service"
-HEADER = "--> Status (read-only; nothing was changed):\n"
+HEADER = f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):\n"
 # A console script as pip writes one, for pyinfra_cli.main:main.
 PYINFRA_SCRIPT = """#!{python}
 import re

@@ -41,7 +41,9 @@ class TestDiagnose:
         assert f"health check: {UNIT} did not become healthy" in block
         assert "    cause  flashmla-sm100-only" in block and f"Seen: {CRASH}" in block
         assert "    fix    There is no flag around it" in block
-        assert "    next   pyinfra -y inventory.py diagnose.py --limit diag-1" in block
+        # the run's inventory is not the default one: the command names it (as pasted, it works)
+        next_command = f"SPARK_INVENTORY={scenario.inventory} pyinfra -y inventory.py diagnose.py"
+        assert f"    next   {next_command} --limit diag-1" in block
         assert f"journalctl -u {UNIT} -n 300" in block
         assert "--> 1 Spark(s) FAILED: diag-1" in block
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 
+from sparkdeploy import __version__
 from tests.scenarios.test_engine import pair_spark
 from tests.twins import harness
 
 NAMES = ("stat-1", "stat-2")
 UNIT = "spark-engine-sglang.service"
-HEADER = "--> Status (read-only; nothing was changed):\n"
+HEADER = f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):\n"
 # What a read-only command must leave as it was: files the deploy manages (and their times),
 # the engine unit's current run, the holds, the links, and sudo's log.
 SNAPSHOT = (
@@ -124,7 +125,7 @@ class TestStatusOfAPair:
             "ready, serving Mistral-Small-4-119B-2603-NVFP4 on 127.0.0.1:30000",
         )
         assert one(rows, "stat-2", "engine") == ("-", "rank 1 of 2: the head serves the API")
-        verdict = "2 Spark(s): 2 WARN (stat-1: drm override; stat-2: drm override)"
+        verdict = "2 Spark(s): WARN on 2 Sparks (stat-1: drm override; stat-2: drm override)"
         assert said["verdict"] == verdict and said["fail"] == []
         assert run.stderr.rstrip().endswith(verdict)
 
@@ -136,7 +137,8 @@ class TestStatusOfAPair:
         run, said = run_status(scenario, failing=NAMES)
         rows = table(said)
         assert said["fail"] == list(NAMES)
-        assert "explained by: pyinfra -y inventory.py diagnose.py --limit stat-1" in run.stderr
+        diagnose = f"SPARK_INVENTORY={scenario.inventory} pyinfra -y inventory.py diagnose.py"
+        assert f"explained by: {diagnose} --limit stat-1" in run.stderr
         state, detail = one(rows, "stat-1", "unit")
         assert state == "FAIL" and detail.startswith(f"{UNIT} inactive, enabled, last active ")
         state, detail = one(rows, "stat-1", "engine")

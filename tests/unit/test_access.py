@@ -71,3 +71,28 @@ def test_only_the_head_of_a_pair_says_how_to_reach_the_api():
     sparks, plans = planned(2)
     assert api_access(sparks["spark-1"], plans["spark-1"]).startswith(f"API of {MODEL}")
     assert api_access(sparks["spark-2"], plans["spark-2"]) == ""
+
+
+def test_the_tunnel_uses_the_inventorys_key_known_hosts_and_host_key_policy():
+    """As printed it must connect as the deploy did: on the twins, without the key and the
+    known-hosts file, ssh said "Host key verification failed." (operator session)."""
+    sparks, plans = planned(
+        ssh_port=52479,
+        ssh_key="/work/op session/.twins/id_ed25519",
+        ssh_known_hosts_file="~/twins/known_hosts",
+        ssh_strict_host_key_checking="yes",
+    )
+    line = api_access(sparks["spark-1"], plans["spark-1"])
+    port = plans["spark-1"].port
+    assert (
+        f"ssh -N -L {port}:127.0.0.1:{port} -i '/work/op session/.twins/id_ed25519' "
+        "-o UserKnownHostsFile=~/twins/known_hosts -o StrictHostKeyChecking=yes "
+        "-p 52479 nvidia@spark-1.local &  then  "
+    ) in line
+
+
+def test_the_default_host_key_policy_is_left_to_ssh_and_known_hosts():
+    sparks, plans = planned(ssh_known_hosts_file="/k")
+    line = api_access(sparks["spark-1"], plans["spark-1"])
+    assert "-o UserKnownHostsFile=/k nvidia@spark-1.local &" in line
+    assert "StrictHostKeyChecking" not in line and " -i " not in line

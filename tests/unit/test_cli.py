@@ -94,19 +94,24 @@ def test_check_says_what_changes_security(tmp_path: Path, capsys: pytest.Capture
     assert "host key is never checked" in out
 
 
+# A model whose config.json is in no local cache, and a rule scoped to the model's class.
+UNREAD_MODEL = (
+    "sparks:\n  s1:\n    ssh_host: a\n    ssh_user: nvidia\n    model_repo: org/none\n"
+    "    engine:\n      name: vllm\n      args: {--attention-backend: TRITON_MLA}\n"
+)
+RULES_TITLE = "GB10 rules that may apply (the model's class could not be read):\n"
+
+
 def test_check_lists_the_gb10_rules_that_may_apply_when_the_model_is_unknown(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     """No config.json in the local cache and no request to the Hub: the rules scoped to a
     model class are listed apart, with why the class is unknown."""
     inventory = tmp_path / "sparks.yml"
-    inventory.write_text(
-        "sparks:\n  s1:\n    ssh_host: a\n    ssh_user: nvidia\n    model_repo: org/none\n"
-        "    engine:\n      name: vllm\n      args: {--attention-backend: TRITON_MLA}\n"
-    )
+    inventory.write_text(UNREAD_MODEL)
     assert cli.check(str(inventory), environ={}) == 0
     out = capsys.readouterr().out
-    rules = out.split("GB10 rules that may apply (the model's class could not be read):\n")[1]
+    rules = out.split(RULES_TITLE)[1]
     assert "[vllm-mla-backend-non-mla-model]" in rules.split("\n\n")[0]
     assert "HF_HUB_OFFLINE: local cache only" in rules
     assert "--attention-backend TRITON_MLA" in out.split("ExecStart=")[1].splitlines()[0]
@@ -151,3 +156,44 @@ def test_the_pyinfra_range_is_the_one_pinned_and_required():
     assert f'"pyinfra{PYINFRA_VERSIONS}"' in (ROOT / "pyproject.toml").read_text()
     deploy = entry_path("deploy").read_text()
     assert "config.REQUIRE_PYINFRA_VERSION = PYINFRA_VERSIONS" in deploy
+
+
+def test_long_problems_are_wrapped_where_printed_and_kept_whole_in_the_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """The unknown-key message lists every valid key (700+ characters): on a terminal of 60
+    columns it is wrapped under its bullet; the error's data and a pipe keep one line."""
+    from sparkdeploy.config.errors import InventoryError
+
+    monkeypatch.chdir(tmp_path)  # a short path: a word longer than the line stays whole
+    bad = Path("bad.yml")
+    bad.write_text("sparks:\n  s1:\n    ssh_host: a\n    ssh_user: nvidia\n    bogus: 1\n")
+    monkeypatch.setattr(cli, "terminal_width", lambda stream: 60)
+    assert cli.check(str(bad), environ={}) == 2
+    printed = capsys.readouterr().err.splitlines()
+    assert len(printed) > 5 and max(map(len, printed[1:])) <= 60, printed
+    assert printed[1].startswith("  - ") and all(line.startswith("    ") for line in printed[2:])
+    with pytest.raises(InventoryError) as raised:
+        load_inventory(str(bad))
+    [problem] = raised.value.problems
+    assert len(problem) > 300 and "\n" not in problem
+    assert str(raised.value).splitlines()[1] == f"  - {problem}"
+    assert " ".join(" ".join(printed[1:]).split()) == f"- {problem}"
+
+
+def test_the_rules_that_may_apply_say_how_to_make_them_certain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.chdir(tmp_path)
+    inventory = Path("sparks.yml")
+    inventory.write_text(UNREAD_MODEL)
+    assert cli.check(str(inventory), environ={}) == 0
+    out = capsys.readouterr().out
+    rules = out.split(RULES_TITLE)[1]
+    assert f"To make it certain: spark-deploy check {inventory} --online reads" in rules
+    assert "--online" in cli.parser().format_help() or "--online" in out
+    text = cli.plan_text(load_inventory(str(inventory)), {}, online=True, width=50)
+    said = text.split(RULES_TITLE)[1]
+    assert "To make it certain: the Hub did not give" in said and "--online" not in said
+    wrapped = [line for line in said.splitlines() if len(line.split()) > 1]  # not one long word
+    assert max(map(len, wrapped)) <= 50

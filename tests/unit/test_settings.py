@@ -183,13 +183,14 @@ def test_invalid_rails_are_listed_with_host_key_and_rail():
         "192.168.100.0/24; such as 192.168.100.1/24 (got '192.168.100.0/24')",
         f"{where} 'qsfp', rail 2, 'mtu': Input should be greater than or equal to 1280 (got 100)",
         f"{where} 'qsfp', rail 2, 'speed': unknown key; valid keys: interface, address, mtu, ipv6, port",
-        f"{where} 'roce_gid_index' (set under defaults:): must be a GID index (0 or more) or "
-        "auto (got -1)",
+        f"{PATH}: defaults.roce_gid_index (inherited by hosts 'spark-1', 'spark-2'): must be "
+        "a GID index (0 or more) or auto (got -1)",
     ]
     assert found[6] == (
-        f"{where} 'sysfs_root' (set under defaults:): must be an absolute "
-        "path (letters, digits and . _ + - /), such as /sys (got 'sys')"
+        f"{PATH}: defaults.sysfs_root (inherited by hosts 'spark-1', 'spark-2'): must be an "
+        "absolute path (letters, digits and . _ + - /), such as /sys (got 'sys')"
     )
+    assert sum("roce_gid_index" in problem for problem in found) == 1  # not once per Spark
     assert found[7].startswith(
         f"{PATH}: host 'spark-2', key 'qsfp', rail 1, 'address': must "
         "be an IPv4 address with prefix length"
@@ -235,3 +236,62 @@ def test_pair_lists_the_same_rails_on_both():
     )
     [problem] = problems(pair(rails(1), []))
     assert "0 rail(s), but host 'spark-1' has 2" in problem
+
+
+def test_a_defaults_key_is_one_message_however_many_sparks_inherit_it():
+    """A bad flag under defaults.engine.args on eight Sparks: one message naming the key and
+    the Sparks, not eight (operator session); a Spark's own key still names the Spark."""
+    sparks: dict[str, dict] = {f"spark-{n}": {"ssh_host": f"h{n}"} for n in range(1, 9)}
+    sparks["spark-8"]["engine"] = {"name": "sglang", "args": {"--no-such": 2}}
+    document = {
+        "defaults": {"ssh_user": "nvidia", "engine": {"name": "sglang", "args": {"--no-such": 1}}},
+        "sparks": sparks,
+    }
+    found = [p for p in problems(document) if "--no-such" in p]
+    inherited = [f"'spark-{n}'" for n in range(1, 8)]
+    assert len(found) == 2, found
+    assert found[0].startswith(
+        f"{PATH}: defaults.engine.args (inherited by hosts {', '.join(inherited)}): --no-such"
+    )
+    assert found[1].startswith(f"{PATH}: host 'spark-8', key 'engine', 'args': --no-such")
+
+
+def test_one_pass_reports_the_address_plan_with_the_sparks_own_problems():
+    """The operator session's broken pair: a key typo, a missing ssh_host and a bad boolean
+    on spark-2 hid the rail-2 address both Sparks had until a second run; now one pass says
+    all of them, and nothing that follows from the bad keys themselves."""
+    document = pair(rails(1), rails(2, second={"address": "192.168.101.1/24"}))
+    del document["sparks"]["spark-2"]["ssh_host"]
+    document["sparks"]["spark-2"]["allow_reboot"] = "maybe"
+    document["sparks"]["spark-1"]["alow_reboot"] = True
+    found = problems(document)
+    assert [problem.split(": ", 2)[1] for problem in found] == [
+        "host 'spark-1', key 'alow_reboot'",
+        "host 'spark-2', key 'ssh_host'",
+        "host 'spark-2', key 'allow_reboot'",
+        "host 'spark-2', key 'qsfp', rail 2, 'address'",
+    ]
+    assert found[-1].endswith(
+        "192.168.101.1 is also the address of host 'spark-1' on rail 2; each Spark needs its "
+        "own address"
+    )
+
+
+def test_a_spark_whose_rails_are_wrong_is_not_judged_by_the_address_plan():
+    """spark-2's rail 2 is invalid: its place in the plan is unknown, so no "1 rail(s), but
+    spark-1 has 2" or subnet message follows from it."""
+    found = problems(pair(rails(1), rails(2, second={"address": "300.1.1.1/24"})))
+    assert len(found) == 1 and "host 'spark-2', key 'qsfp', rail 2, 'address'" in found[0]
+
+
+def test_sparks_whose_ssh_address_is_invalid_are_not_compared_by_it():
+    """Two Sparks without ssh_host (or with a bad port) are not "the same address"."""
+    document = pair(rails(1), rails(2))
+    for spark in document["sparks"].values():
+        del spark["ssh_host"]
+    found = problems(document)
+    assert len(found) == 2 and all("key 'ssh_host': required" in p for p in found)
+    same_host = pair(rails(1), rails(2))
+    same_host["sparks"]["spark-2"].update(ssh_host="a", ssh_port="22")
+    [port] = problems(same_host)
+    assert "host 'spark-2', key 'ssh_port'" in port

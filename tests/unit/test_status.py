@@ -9,6 +9,7 @@ import json
 import pytest
 from pyinfra.context import ctx_state
 
+from sparkdeploy import __version__
 from sparkdeploy.config.paths import DRM_OVERRIDE_CONF
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
@@ -28,9 +29,11 @@ from sparkdeploy.reports.status import (
     explained_by,
     format_status,
     labels,
+    release_row,
     report,
     status_json,
     status_rows,
+    verdict,
 )
 from tests.twins import harness
 from tests.unit.operations import spark
@@ -291,7 +294,7 @@ def test_a_spark_without_engine_or_rails():
 
 def test_one_spark_all_ok_is_a_column_and_a_verdict():
     assert format_status({"spark-1": [Row("gpu", OK, "x"), Row("engine", NONE, "none")]}) == (
-        "--> Status (read-only; nothing was changed):\n"
+        f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):\n"
         "    CHECK   spark-1\n"
         "    gpu     ok\n"
         "    engine  -\n"
@@ -307,7 +310,7 @@ def test_pair_matrix_then_what_is_not_ok_each_fail_with_its_command():
         }
     )
     assert text.splitlines() == [
-        "--> Status (read-only; nothing was changed):",
+        f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):",
         "    CHECK   spark-1  spark-2",
         "    gpu     ok       FAIL",
         "    rail 1           FAIL",
@@ -321,7 +324,7 @@ def test_pair_matrix_then_what_is_not_ok_each_fail_with_its_command():
         "    spark-2  rail 1  FAIL   DOWN",
         "                            explained by: on the Spark: nmcli -f NAME,DEVICE,STATE "
         "connection show; ip -br addr; rdma link",
-        "    2 Spark(s): 2 FAIL (spark-2: gpu, rail 1), 1 WARN (spark-1: memory)",
+        "    2 Spark(s): FAIL on 1 Spark (spark-2: gpu, rail 1), WARN on 1 Spark (spark-1: memory)",
     ]
 
 
@@ -346,7 +349,7 @@ def test_eight_sparks_are_eight_columns_with_only_the_failure_detailed():
     assert lines[7].split()[:4] == ["SPARK", "CHECK", "STATE", "DETAIL"]
     assert "spark-8  unit 2  FAIL   spark-engine-vllm-ray.service inactive" in lines[8]
     assert lines[9].strip() == ("explained by: pyinfra -y inventory.py diagnose.py --limit spark-8")
-    assert lines[-1] == "    8 Spark(s): 1 FAIL (spark-8: unit 2)"
+    assert lines[-1] == "    8 Spark(s): FAIL on 1 Spark (spark-8: unit 2)"
     assert max(len(line) for line in lines[:6]) < 100  # eight columns fit a terminal
 
 
@@ -371,7 +374,7 @@ def test_json_has_every_row_the_failed_sparks_and_their_commands():
     assert failed["check"] == "unit 2"
     assert failed["explained_by"] == "pyinfra -y inventory.py diagnose.py --limit spark-8"
     assert said["fail"] == ["spark-8"] and said["warn"] == []
-    assert said["verdict"] == "8 Spark(s): 1 FAIL (spark-8: unit 2)"
+    assert said["verdict"] == "8 Spark(s): FAIL on 1 Spark (spark-8: unit 2)"
 
 
 def test_each_failing_check_names_the_command_that_explains_it():
@@ -406,3 +409,57 @@ def test_the_run_prints_the_matrix_and_writes_the_json_where_asked(tmp_path, mon
     assert list(said["sparks"]) == [host.name]
     assert text.splitlines()[1].split() == ["CHECK", host.name]
     assert text.splitlines()[-1] == f"    {said['verdict']}"
+
+
+def test_the_release_row_compares_the_sparks_managed_header_with_this_laptops():
+    """The memory guard's header names the release that deployed the Spark (render.STAMP)."""
+    ours = status(add=(f"release=# Managed by spark-deploy {__version__}",))
+    assert ours.release == __version__
+    [row] = release_row(ours)
+    assert (row.state, row.detail) == (
+        OK,
+        f"deployed by spark-deploy {__version__}, as this laptop's",
+    )
+    older = status(add=("release=# Managed by spark-deploy 0.0.9",))
+    [row] = release_row(older)
+    assert row.state == WARN and row.detail.startswith(
+        f"deployed by spark-deploy 0.0.9; this laptop has {__version__}: "
+    )
+    assert status(add=("release=unstamped",)).release == "before 0.1.0"
+    assert status(add=("release=# Managed by spark-deploy: x",)).release == "before 0.1.0"
+    [never] = release_row(status(add=("release=",)))
+    assert never.state == NONE and "not deployed yet" in never.detail
+    assert release_row(status()) == []  # not asked: no row
+    alone = SparkSettings(ssh_host="x", ssh_user="nvidia")
+    rows = status_rows(alone, None, (), ours)
+    assert [row.check for row in rows][-2:] == ["engine", "release"]
+
+
+def test_the_release_line_reads_the_header_of_the_guard_every_deploy_writes():
+    from sparkdeploy.config.paths import MEMORY_GUARD
+    from sparkdeploy.facts.status import release_line
+
+    line = release_line()
+    assert line.startswith("printf 'release=%s\\n'") and MEMORY_GUARD in line
+    assert "'^# Managed by spark-deploy'" in line
+
+
+def test_the_header_and_json_name_this_laptops_release():
+    assert format_status(EIGHT).splitlines()[0] == (
+        f"--> Status (read-only; nothing was changed; spark-deploy {__version__}):"
+    )
+    assert json.loads(status_json(EIGHT))["version"] == __version__
+
+
+def test_the_summary_counts_sparks_and_names_their_checks():
+    """ "2 Spark(s): 2 FAIL (spark-a: unit, engine)" read as two Sparks failed (operator
+    session): the counts are of Sparks, the checks are named."""
+    sections = {
+        "spark-a": [Row("unit", FAIL, "x"), Row("engine", FAIL, "y")],
+        "spark-b": [Row("drm override", WARN, "z"), Row("engine", NONE, "")],
+    }
+    assert verdict(sections) == (
+        "2 Spark(s): FAIL on 1 Spark (spark-a: unit, engine), WARN on 1 Spark (spark-b: drm override)"
+    )
+    both = {name: [Row("gpu", FAIL, "")] for name in ("a", "b", "c")}
+    assert verdict(both) == "3 Spark(s): FAIL on 3 Sparks (a: gpu; b: gpu; c: gpu)"

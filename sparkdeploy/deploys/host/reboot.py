@@ -13,6 +13,7 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, OperationError, StringCommand, deploy, operation
 from pyinfra.connectors.util import clear_askpass_cache, remove_any_sudo_askpass_file
 
+from sparkdeploy.config.invocation import command
 from sparkdeploy.config.paths import BOOT_MARKER, RUN_DIR
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.host.drm import REASON as DRM_REASON
@@ -34,10 +35,12 @@ def _quiet_paramiko():
         transport.setLevel(level)
 
 
-@expected(
-    "reboot",
-    then=("the Spark's console (it does not answer SSH), then: pyinfra inventory.py deploy.py",),
-)
+def _after_no_answer(name: str) -> str:
+    """What to do when the Spark did not come back, the deploy command in the run's form."""
+    return f"the Spark's console (it does not answer SSH), then: {command('deploy')}"
+
+
+@expected("reboot", then=(_after_no_answer,))
 def _wait_for_new_boot(state, host, timeout: int, interval: float) -> None:
     with _quiet_paramiko():
         _reconnect_after_boot(host, timeout, interval)
