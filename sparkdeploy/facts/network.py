@@ -199,19 +199,7 @@ class QsfpNetwork(FactBase):
                 f"nmcli -t -f {','.join(PROFILE_FIELDS)} connection show {q(profile)}"
                 f" 2>/dev/null | sed {q(f's/^/profile.{profile}=/')}",
             ]
-        if interfaces:
-            words = " ".join(f"-e {q(interface)}" for interface in interfaces)
-            names = " ".join(f"-e {q('interface-name=' + interface)}" for interface in interfaces)
-            lines += [
-                f"grep -HowF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
-                " | sed 's/^/netplan=/'",
-                f"grep -lwF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
-                " | while IFS= read -r f; do printf 'netplan_file=%s %s\\n' \"$f\" "
-                f'"$(head -c {NETPLAN_MAX_BYTES + 1} "$f" | base64 -w0)"; done',
-                f"grep -HxF {names} "
-                f"{NETPLAN_NM_DIR}/netplan-*.nmconnection 2>/dev/null"
-                " | sed 's/^/netplan_profile=/; s/:interface-name=/:/'",
-            ]
+        lines += _netplan_lines(interfaces)
         lines += captured_together(
             [
                 (
@@ -252,6 +240,25 @@ class QsfpNetwork(FactBase):
             ),
             netplan_profiles=_colon_pairs(raw.get("netplan_profile", [])),
         )
+
+
+def _netplan_lines(interfaces: list[str]) -> list[str]:
+    """The netplan files that mention a QSFP interface (with their text, base64) and the
+    NetworkManager profiles netplan rendered for one."""
+    if not interfaces:
+        return []
+    q = shell
+    words = " ".join(f"-e {q(interface)}" for interface in interfaces)
+    names = " ".join(f"-e {q('interface-name=' + interface)}" for interface in interfaces)
+    return [
+        f"grep -HowF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u | sed 's/^/netplan=/'",
+        f"grep -lwF {words} {' '.join(NETPLAN_GLOBS)} 2>/dev/null | sort -u"
+        " | while IFS= read -r f; do printf 'netplan_file=%s %s\\n' \"$f\" "
+        f'"$(head -c {NETPLAN_MAX_BYTES + 1} "$f" | base64 -w0)"; done',
+        f"grep -HxF {names} "
+        f"{NETPLAN_NM_DIR}/netplan-*.nmconnection 2>/dev/null"
+        " | sed 's/^/netplan_profile=/; s/:interface-name=/:/'",
+    ]
 
 
 def _keyed(output: list[str]) -> dict[str, list[str]]:
