@@ -40,9 +40,10 @@ class SparkFailed(OperationError):
     """A failure the deploy expects and explains: the message, and the commands that show
     more (``then``); the cause and the fix come from the message's failure signatures."""
 
-    def __init__(self, message: str, then: Sequence[str] = ()):
+    def __init__(self, message: str, then: Sequence[str] = (), unexplained: str = ""):
         super().__init__(message)
         self.then = tuple(then)
+        self.unexplained = unexplained  # the cause line when no failure signature matches
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def failure_of(host: str, step: str, error: OperationError, then: Sequence[Then]
     text = str(error)
     first = text.strip().splitlines()[0].rstrip(":") if text.strip() else type(error).__name__
     found = diagnose(text)
-    cause = fix = ""
+    cause, fix = getattr(error, "unexplained", ""), ""
     if found:
         signature = found[0].signature
         rule = f" (GB10 rule {signature.rule})" if signature.rule else ""
@@ -140,20 +141,24 @@ def expected(
 
 
 @expected("")
-def _fail(state: State, host: Host, message: str, then: tuple[str, ...]) -> None:
-    raise SparkFailed(message, then)
+def _fail(
+    state: State, host: Host, message: str, then: tuple[str, ...], unexplained: str = ""
+) -> None:
+    raise SparkFailed(message, then, unexplained)
 
 
 @operation(is_idempotent=False)
-def judged(failed: str = "", then: Sequence[str] = ()):
+def judged(failed: str = "", then: Sequence[str] = (), unexplained: str = ""):
     """
     Fail this Spark when a read-only check found something broken, so pyinfra exits 1 and
     the end of the run says what and which command explains it; nothing to do otherwise.
 
     + failed: what failed, one line ("" when nothing did)
     + then: the commands that explain it
+    + unexplained: the cause line when no failure signature matches what failed (a check
+      that read no journal says so, instead of pointing above)
     """
     if not failed:
         current_host.noop("nothing failed")
         return
-    yield FunctionCommand(_fail, (failed, tuple(then)), {})
+    yield FunctionCommand(_fail, (failed, tuple(then), unexplained), {})

@@ -464,4 +464,6 @@ def show_status() -> None:
         name="Judge the status",
         failed="; ".join(f"{label} FAIL: {row.detail}" for label, row in failed),
         then=list(dict.fromkeys(explained_by(label, host.name) for label, _ in failed)),
+        unexplained="status reads no journal; the command below reads it and names a known "
+        "GB10 failure when one matches",
     )

@@ -156,3 +156,21 @@ def test_the_blocks_are_printed_at_the_end_or_when_every_spark_failed(caplog):
     assert f"--> {name} FAILED" in stopped
     rebooting = printed(True, StateStage.Execute, {"spark-2"}, caplog)  # a reboot mid-run
     assert "FAILED" not in rebooting
+
+
+def test_a_check_that_read_no_journal_says_so_instead_of_pointing_above():
+    host = spark()
+    said = "status reads no journal; the command below reads it"
+    outcome = run(judged, host, failed="engine FAIL: not ready", then=["cmd"], unexplained=said)
+    [callback] = outcome.callbacks
+    state: Any = cast(Any, SimpleNamespace())
+    assert callback.function(state, host, *callback.args) is False
+    [failure] = take_failures(state)
+    assert f"    cause  {said}" in format_failure(failure).splitlines()
+    # a known failure signature in what failed still wins over the note
+    crash = "unit FAIL: RuntimeError: Unsupported architecture for sparse decode fwd"
+    outcome = run(judged, host, failed=crash, then=["cmd"], unexplained=said)
+    [callback] = outcome.callbacks
+    assert callback.function(state, host, *callback.args) is False
+    [failure] = take_failures(state)
+    assert failure.cause.startswith("flashmla-sm100-only")
