@@ -93,9 +93,11 @@ class Quiet(logging.Filter):
 
 
 def counts(state: Any) -> dict[str, tuple[int, int, int]]:
-    """Per Spark of the run: its operations that changed it, that did not, that failed."""
+    """Per Spark of the run, in the inventory's order (hosts connect in any order): its
+    operations that changed it, that did not, that failed."""
     found = {}
-    for host in state.inventory.iter_activated_hosts():
+    activated = set(state.inventory.iter_activated_hosts())
+    for host in (host for host in state.inventory if host in activated):
         metas = [op.operation_meta for op in state.ops[host].values()]
         done = [meta for meta in metas if meta.is_complete()]
         succeeded = [meta for meta in done if meta.did_succeed(_raise_if_not_complete=False)]

@@ -123,6 +123,18 @@ class Host:
     name: str
 
 
+class Inventory(list):
+    """pyinfra's inventory as the counts use it: iterated in the inventory's order, and its
+    activated hosts in the order they connected."""
+
+    def __init__(self, hosts: list, connected: list):
+        super().__init__(hosts)
+        self.connected = connected
+
+    def iter_activated_hosts(self):
+        return iter(self.connected)
+
+
 def test_the_counts_come_from_each_sparks_operations():
     one, two = Host("spark-1"), Host("spark-2")
     ops = {
@@ -130,8 +142,9 @@ def test_the_counts_come_from_each_sparks_operations():
         two: {"a": meta(True, True, 0), "b": meta(False, False, 0)},  # b: not run (failed run)
     }
     state = SimpleNamespace(
-        inventory=SimpleNamespace(iter_activated_hosts=lambda: [one, two]),
+        inventory=Inventory([one, two], connected=[two, one]),  # spark-2 connected first
         ops={host: {h: SimpleNamespace(operation_meta=m) for h, m in metas.items()}
              for host, metas in ops.items()},
     )  # fmt: skip
     assert counts(state) == {"spark-1": (1, 1, 1), "spark-2": (0, 1, 0)}
+    assert list(counts(state)) == ["spark-1", "spark-2"]  # the inventory's order
