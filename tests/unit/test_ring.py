@@ -18,7 +18,7 @@ from sparkdeploy.deploys.qsfp.nccl_env import nccl_env
 from sparkdeploy.deploys.qsfp.network import own_table, wanted
 from sparkdeploy.engine_plan.linktest import min_busbw
 from sparkdeploy.engine_plan.plan import plan_sparks
-from sparkdeploy.facts.network import Link, Network, Ping, RingNeighbours
+from sparkdeploy.facts.network import Link, Network, Ping, QsfpNetwork, RingNeighbours
 from sparkdeploy.facts.roce import Gid, RailGid
 from sparkdeploy.reports.status import explained_by, rail_rows
 from tests.twins.harness import ring_plan
@@ -366,3 +366,55 @@ def test_the_link_test_of_a_ring_is_judged_by_nvidias_ring_threshold_unless_give
     assert min_busbw(sparks["spark-1"], place) == 10.0  # MIN_NCCL_TEST_BW_RING
     given = ring(3, link_test_min_busbw=21.875)
     assert min_busbw(given["spark-1"], Topology.of(given)["spark-1"]) == 21.875
+
+
+def test_the_cabling_is_probed_once_per_spark_however_many_proofs_failed():
+    from pyinfra.context import ctx_host, ctx_state
+
+    from sparkdeploy.deploys.qsfp.proof import ring_cabling
+    from tests.unit.operations import given, sparks
+
+    hosts = sparks(
+        **{
+            f"spark-{node}": {
+                "qsfp": ring_plan(node, 3),
+                "qsfp_topology": "ring",
+                "management_address": f"10.0.0.{node}",
+            }
+            for node in (1, 2, 3)
+        }
+    )
+    mac = {}  # (Spark, interface) -> its MAC, as each Spark's own network fact shows it
+    for number, (name, host) in enumerate(hosts.items(), start=1):
+        links = {}
+        for index, rail in enumerate(host.data.spark.qsfp):
+            mac[(name, rail.interface)] = f"02:00:00:00:0{number}:0{index}"
+            links[rail.interface] = Link(
+                rail.interface, 9000, True, (), mac[(name, rail.interface)]
+            )
+        given(host, QsfpNetwork, Network(True, "", (), (), links, {}, {}, (), {}, (), ""))
+    # spark-1's two cables in each other's ports: its port 0 reaches spark-3's port 0
+    answers = {
+        "spark-1": {"enp1s0f0np0": mac[("spark-3", "enp1s0f0np0")],
+                    "enp1s0f1np1": mac[("spark-2", "enp1s0f1np1")]},
+        "spark-2": {"enp1s0f0np0": mac[("spark-3", "enp1s0f1np1")],
+                    "enp1s0f1np1": mac[("spark-1", "enp1s0f1np1")]},
+        "spark-3": {"enp1s0f1np1": mac[("spark-2", "enp1s0f0np0")],
+                    "enp1s0f0np0": mac[("spark-1", "enp1s0f0np0")]},
+    }  # fmt: skip
+    probed: list[str] = []
+    for name, host in hosts.items():
+
+        def probe(fact, name=name, **arguments):
+            assert fact is RingNeighbours
+            probed.append(name)
+            return {i: (("192.0.2.1", m),) for i, m in answers[name].items()}
+
+        host.get_fact = probe  # type: ignore[method-assign,assignment]
+    said = []
+    for name in ("spark-1", "spark-3"):  # two Sparks' proofs failed
+        with ctx_state.use(hosts[name].state), ctx_host.use(hosts[name]):
+            said.append(ring_cabling(hosts[name]))
+    assert sorted(probed) == ["spark-1", "spark-2", "spark-3"]  # each Spark asked once
+    assert said[0] == said[1]
+    assert "exchange the cables in spark-1 port 0 and spark-1 port 1" in said[0][0]

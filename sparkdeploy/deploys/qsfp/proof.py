@@ -39,7 +39,7 @@ from sparkdeploy.facts.network import (
     pinged,
 )
 from sparkdeploy.facts.roce import RailGid, check_gids
-from sparkdeploy.facts.store import run_store
+from sparkdeploy.facts.store import gathered, run_store
 from sparkdeploy.reports.failures import expected, status_command
 
 PROOF_TIMEOUT = 20  # seconds for fresh addresses to answer and GID tables to be rebuilt
@@ -140,7 +140,9 @@ def ring_cabling(target: Host) -> list[str]:
     for member in members:
         rails = member.data.place.rails
         others = [r.ip for m in members if m is not member for r in m.data.place.rails]
-        found = member.get_fact(RingNeighbours, asked=[(r.interface, others) for r in rails])
+        # once per run however many Sparks' proofs failed: each probe flushes the member's
+        # neighbour caches, so two at once on one Spark would spoil each other's answers
+        found = gathered(member, RingNeighbours, asked=[(r.interface, others) for r in rails])
         for rail in rails:
             for _, mac in found.get(rail.interface, ()):
                 if mac in macs and rail.port is not None:
