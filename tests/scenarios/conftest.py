@@ -99,6 +99,18 @@ def switch_trio(tmp_path_factory):
         yield made
 
 
+def take_chart(said: str) -> Path:
+    """The link test's chart, named on its report's `chart:` line and written in the folder
+    pyinfra ran from (the checkout, for the scenarios): checked to be an SVG, then removed so
+    that no run leaves it in the checkout."""
+    [line] = [line for line in said.splitlines() if line.strip().startswith("chart: ")]
+    chart = Path(line.split()[1])
+    text = chart.read_text(encoding="utf-8")
+    chart.unlink()
+    assert text.startswith("<svg") and "</svg>" in text, text[:200]
+    return chart
+
+
 def assert_idempotent(run: DeployRun) -> None:
     """The second run: success, and every operation on every host reported No Change."""
     assert run.returncode == 0, run.explain()

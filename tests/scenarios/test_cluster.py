@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from tests.scenarios.conftest import assert_idempotent
+from tests.scenarios.conftest import assert_idempotent, take_chart
 from tests.scenarios.test_engine import TOKEN_ENV, fabric_spark, models_answer, state
 from tests.twins import harness
 
@@ -91,6 +91,7 @@ class TestThreeSparksOnASwitch:
             ]
             assert "NET/IB" in row and "200000" in " ".join(row), row
         assert "PASS: all-gather bus bandwidth" in said and "GB/s at 1M >= 0.001 GB/s" in said
+        assert take_chart(said).name == f"linktest-{NAMES[0]}.svg"
         for twin in scenario.twins.values():
             stored = json.loads(twin.exec("cat /var/lib/spark-deploy/linktest.json").stdout)
             assert stored["passed"] is True and stored["nodes"] == 3

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.scenarios.conftest import assert_idempotent
+from tests.scenarios.conftest import assert_idempotent, take_chart
 from tests.scenarios.test_engine import TOKEN_ENV, fabric_spark, models_answer, state
 from tests.twins import harness
 from tests.twins.fetched import internet_bytes
@@ -131,6 +131,7 @@ class TestThreeSparkRing:
             ]
             assert "NET/IB" in row, row
         assert "PASS: all-gather bus bandwidth" in said
+        assert take_chart(said).name == f"linktest-{NAMES[0]}.svg"
         where = scenario.inventory.parent / "status.json"
         status = scenario.deploy(deploy="status.py", env={"SPARK_STATUS_JSON": str(where)})
         assert status.returncode == 0, status.explain()

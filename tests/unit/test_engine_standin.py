@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -725,3 +726,41 @@ def test_an_sglang_rank_after_the_first_answers_health_only(docker):
     finally:
         assert docker("stop", "eng-rank1").returncode == 0
         run.communicate(timeout=10)
+
+
+def test_a_burst_of_sigterms_still_shuts_the_engine_down_cleanly(tmp_path):
+    """systemd signals the whole cgroup of a unit and `docker run` forwards the same signal,
+    so the engine gets SIGTERM twice or more, the second while the first's handler may still
+    run. A handler that took a lock (an Event's, Thread.start's) then waited on itself forever
+    and systemd killed the engine 90 s later, its shutdown line unprinted (CI, 2026-11-26)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    (model / "tokenizer.json").write_text("{}")
+    env = {
+        "PATH": os.environ["PATH"],
+        "SPARK_TWIN_IMAGE_ENGINE": "sglang",
+        "SPARK_TWIN_IMAGE_VERSION": "0.5.10",
+        "SPARK_TWIN_CATALOGUES": str(CATALOGUES),
+        "SPARK_TWIN_ENGINE_STARTUP_S": "0.1",
+        "SPARK_TWIN_MOUNTS": json.dumps([["/model", str(model)]]),
+    }
+    for _ in range(3):  # before the fix, 17 bursts in 20 hung
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, str(ENGINE), *SGLANG[1:], "--port", str(port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            wait_serving(port)
+            burst_ends = time.monotonic() + 0.02
+            while time.monotonic() < burst_ends and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=10)
+        finally:
+            process.kill()
+        assert process.returncode == 0, output
+        assert "INFO:     Application shutdown complete." in output

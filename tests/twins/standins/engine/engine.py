@@ -1130,17 +1130,37 @@ def log_nccl(engine: Engine) -> None:
         print(line, file=sys.stderr if " NCCL WARN " in line else sys.stdout, flush=True)
 
 
+def stop_on_signals(stop: threading.Event, server: list[ThreadingHTTPServer]):
+    """SIGTERM and SIGINT stop the engine (``stop`` set, the server shut down); returns the
+    same request as a function. The handler only writes a byte to a pipe: a signal can come
+    while the handler of the one before still runs (systemd signals the unit's whole cgroup
+    and `docker run` forwards the same signal), and a handler that takes a lock (an Event's,
+    or the one Thread.start takes) then waits forever on itself."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+
+    def on_signal(signum: int = 0, frame: object = None) -> None:
+        try:
+            os.write(wake_write, b"\0")
+        except BlockingIOError:
+            pass  # a stop is already waiting to be read
+
+    def watch() -> None:
+        os.read(wake_read, 1)
+        stop.set()
+        if server:
+            server[0].shutdown()
+
+    threading.Thread(target=watch, daemon=True).start()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return on_signal
+
+
 def serve(engine: Engine) -> int:
     stop = threading.Event()
     server: list[ThreadingHTTPServer] = []
-
-    def on_signal(signum, frame) -> None:
-        stop.set()
-        if server:
-            threading.Thread(target=server[0].shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    on_signal = stop_on_signals(stop, server)
 
     engine.announce()
     error = engine.model_error()
@@ -1190,9 +1210,7 @@ def serve(engine: Engine) -> int:
     engine.ready_lines(startup_s)
     lost = threading.Event()
     if engine.ray_gpus:
-        threading.Thread(
-            target=watch_ray, args=(engine, lost, lambda: on_signal(0, None)), daemon=True
-        ).start()
+        threading.Thread(target=watch_ray, args=(engine, lost, on_signal), daemon=True).start()
     if not stop.is_set():
         server[0].serve_forever(poll_interval=0.05)
     server[0].server_close()
