@@ -8,6 +8,8 @@ pyinfra, and the files of the same names at the repository's root are shims that
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,21 @@ def run(name: str) -> dict[str, Any]:
     time (pyinfra runs a deploy file once per host, an import would run it once), in a
     namespace of its own, which is returned (the inventory's ``sparks``)."""
     file = path(name)
-    names: dict[str, Any] = {"__file__": str(file), "__name__": f"sparkdeploy.entry.{name}"}
-    exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), names)
-    return names
+    module = _known_file(f"sparkdeploy.entry.{name}", str(file))
+    shim = sys._getframe(1).f_code.co_filename  # the repository's shim, when one called
+    if shim != __file__ and Path(shim).name == file.name:
+        _known_file(f"sparkdeploy.entry.shim_{name}", shim)
+    exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), module.__dict__)
+    return module.__dict__
+
+
+def _known_file(name: str, file: str) -> types.ModuleType:
+    """A fresh module for ``file``, entered in sys.modules. pyinfra orders operations by
+    their call stack (inspect.stack), and inspect looks for the module of each frame's file:
+    for a file no module has, it walks every loaded module again, at every frame of every
+    operation. The deploy file alone made that 300 walks of 1,800 modules, 0.4 s of a no-op
+    run of the twin pair (2026-11-26)."""
+    module = types.ModuleType(name)
+    module.__file__ = file
+    sys.modules[name] = module
+    return module

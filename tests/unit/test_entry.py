@@ -1,0 +1,54 @@
+"""The files pyinfra runs (sparkdeploy/entry): each run is a module inspect can find, so
+pyinfra's ordering of operations by their call stack does not walk every loaded module at
+every frame."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkdeploy import entry
+
+
+@pytest.fixture
+def restored_modules():
+    before = dict(sys.modules)
+    yield
+    for name in set(sys.modules) - set(before):
+        del sys.modules[name]
+
+
+def frame_of(file: Path):
+    """A frame of code compiled as ``file``, as pyinfra runs a deploy file."""
+    return eval(compile("__import__('sys')._getframe()", str(file), "eval"))  # noqa: S307
+
+
+def test_a_file_run_by_pyinfra_has_a_module(tmp_path: Path, restored_modules):
+    shim = tmp_path / "deploy.py"
+    assert inspect.getmodule(frame_of(shim)) is None  # no module: inspect walked them all
+    module = entry._known_file("sparkdeploy.entry.shim_test", str(shim))
+    assert inspect.getmodule(frame_of(shim)) is module
+    assert sys.modules["sparkdeploy.entry.shim_test"] is module
+
+
+def test_the_packaged_file_and_the_shim_that_ran_it_are_both_known(
+    tmp_path: Path, restored_modules
+):
+    shim = tmp_path / "inventory.py"
+    names: dict = {}
+    code = "from sparkdeploy.entry import run\nran = run('inventory')"
+    environ = {
+        "SPARK_INVENTORY": str(Path("examples/sglang-pair.yml").resolve()),
+        "HF_HUB_OFFLINE": "1",  # the model class from the cache only: no request
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in environ.items():
+            patch.setenv(key, value)
+        exec(compile(code, str(shim), "exec"), names)  # noqa: S102
+    assert "sparks" in names["ran"]
+    packaged = entry.path("inventory")
+    assert inspect.getmodule(frame_of(packaged)) is sys.modules["sparkdeploy.entry.inventory"]
+    assert inspect.getmodule(frame_of(shim)) is sys.modules["sparkdeploy.entry.shim_inventory"]
