@@ -422,18 +422,17 @@ class EngineSettings(BaseModel):
         ]
         if problems:
             raise ValueError("; ".join(problems))
-        if name is None or not version or info.data.get("launch") == "image":
+        if catalogue is None or info.data.get("launch") == "image":
             return value  # launch: image: the image decides (engine_plan/image_launch.py)
-        managed = _managed_problems(name, version, value)
+        managed = _managed_problems(catalogue, value)
         given = {
             flag: item for flag, item in value.items() if item is not None and flag not in managed
         }
         image = info.data.get("image") or ""
-        lenient = image_decides(name, image, version)
-        catalogue = load_catalogue(name, version)
+        lenient = image_decides(catalogue.engine, image, catalogue.version)
         problems = list(managed.values()) + catalogue.check(given, lenient)
         if not lenient and catalogue.undecided(given):
-            problems.append(_release_hint(name, image, version))
+            problems.append(_release_hint(catalogue.engine, image, catalogue.version))
         if problems:
             raise ValueError("; ".join(problems))
         return value
@@ -455,6 +454,12 @@ class EngineSettings(BaseModel):
                 raise ValueError(f"{mount.container} is mounted twice; give each mount its own")
             seen.add(mount.container)
         return value
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The flag catalogue of the release these settings pin (``version``, the catalogued
+        one the validator chose): the one lookup of it that a plan and its checks share."""
+        return load_catalogue(self.name, self.version)
 
     def unknown_version_warning(self) -> str | None:
         """When the release of the image is not known, or has no catalogue: which release
@@ -491,7 +496,7 @@ class EngineSettings(BaseModel):
         if not self.image_decides():
             return []
         given = {flag: item for flag, item in self.args.items() if item is not None}
-        undecided = load_catalogue(self.name, self.version).undecided(given)
+        undecided = self.catalogue.undecided(given)
         if not undecided:
             return []
         return [
@@ -590,11 +595,10 @@ def _release_hint(engine: str, image: str, version: str) -> str:
     )
 
 
-def _managed_problems(engine: str, version: str, args: dict[str, Any]) -> dict[str, str]:
+def _managed_problems(catalogue: Catalogue, args: dict[str, Any]) -> dict[str, str]:
     """Flags (or keys of a JSON flag) in ``args`` that the deploy sets from a setting, in
     whatever spelling the release reads them -> what to set instead."""
-    catalogue = load_catalogue(engine, version)
-    managed = managed_flags(engine, version, placed=False)  # the rest: at planning
+    managed = managed_flags(catalogue.engine, catalogue.version, placed=False)  # planned: rest
     problems: dict[str, str] = {}
     for flag, item in args.items():
         reading = catalogue.read(flag)

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.config.topology import Place
-from sparkdeploy.knowledge.flags import Catalogue, json_object, load_catalogue
+from sparkdeploy.knowledge.flags import Catalogue, json_object
 from sparkdeploy.knowledge.profiles import (
     LAYOUT,
     PLACED,
@@ -81,14 +81,10 @@ class Layout:
     pp: int  # pipeline parallel size
 
 
-def catalogue_of(settings: EngineSettings) -> Catalogue:
-    """The catalogue of the release the settings pin: looked up here once per plan and
-    passed down (the functions below take it, or look it up when called on their own)."""
-    return load_catalogue(settings.name, settings.version)
-
-
 def _pinned(settings: EngineSettings, catalogue: Catalogue | None) -> Catalogue:
-    return catalogue if catalogue is not None else catalogue_of(settings)
+    """The catalogue a plan passed down, else the settings' own (``EngineSettings.catalogue``),
+    for a function called on its own."""
+    return catalogue if catalogue is not None else settings.catalogue
 
 
 def chooses_ray(settings: EngineSettings, *, catalogue: Catalogue | None = None) -> bool:

@@ -23,7 +23,7 @@ from sparkdeploy.config.shipped import Shipped
 from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.config.topology import Topology
 from sparkdeploy.engine_plan.alerts import AlertPlan
-from sparkdeploy.engine_plan.effective import MAX_NODES, MultiNode, catalogue_of, multinode_of
+from sparkdeploy.engine_plan.effective import MAX_NODES, MultiNode, multinode_of
 from sparkdeploy.engine_plan.image_launch import image_argv, plan_image_args
 from sparkdeploy.engine_plan.launch import (
     MODS_SCRIPT,
@@ -171,7 +171,7 @@ def plan_engine(
     if model_folder is None:
         raise EnginePlanError(["an engine needs a model: set model_repo"], [])
     given = PlanInput(
-        settings, catalogue_of(settings), model_folder, draft_folder, multinode, model,
+        settings, settings.catalogue, model_folder, draft_folder, multinode, model,
         shipped, api_key,
     )  # fmt: skip
     image = settings.launch == "image"  # the image's launcher gets engine.args alone

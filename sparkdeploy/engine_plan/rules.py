@@ -39,7 +39,6 @@ from sparkdeploy.knowledge.flags import (
     Catalogue,
     available_versions,
     json_object,
-    load_catalogue,
 )
 from sparkdeploy.knowledge.images import describe_image, image_tag, pinning_problem
 from sparkdeploy.knowledge.model_class import FIELDS, ModelClass, UnknownModel
@@ -338,7 +337,7 @@ def check_rules(
     the pinned release's (looked up when not given)."""
     model = model if model is not None else UnknownModel("no config.json was read")
     if catalogue is None:
-        catalogue = load_catalogue(settings.name, settings.version)
+        catalogue = settings.catalogue
     book = load_book()
     canonical = {_canonical(catalogue, flag): value for flag, value in args.items()}
     context = _Context(

@@ -455,3 +455,13 @@ def test_parser_facts_per_engine():
     for version in available_versions("vllm"):
         parser = _document("vllm", version)["parser"]
         assert parser["allow_abbrev"] and parser["underscores"] and parser["dotted_json"]
+
+
+def test_settings_carry_the_catalogue_of_the_release_they_pin():
+    """The one lookup a plan and its checks share: the release the validator chose, its
+    nearest catalogued one for a release without a catalogue."""
+    from sparkdeploy.config.engine import EngineSettings
+
+    pinned = EngineSettings(name="vllm", image="vllm/vllm-openai:v0.20.0")
+    assert (pinned.catalogue.engine, pinned.catalogue.version) == ("vllm", pinned.version)
+    assert pinned.catalogue is load_catalogue("vllm", pinned.version)  # cached, not re-read

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkdeploy.config import engine as engine_settings
 from sparkdeploy.config.engine import EngineSettings
 from sparkdeploy.engine_plan import rules
 from sparkdeploy.engine_plan.effective import MultiNode, effective_args, effective_env
@@ -105,7 +106,7 @@ def uncatalogued_releases(monkeypatch):
             return real(engine, version)
         return real(engine, available_versions(engine)[-1 if engine == "sglang" else 0])
 
-    monkeypatch.setattr(rules, "load_catalogue", nearest)
+    monkeypatch.setattr(engine_settings, "load_catalogue", nearest)  # EngineSettings.catalogue
 
 
 def violations_for(engine, fields, args, env, model=None):
