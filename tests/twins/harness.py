@@ -294,7 +294,8 @@ def digest(*parts: bytes) -> str:
 
 
 def image_inputs_hash(mirror: str, suite: str) -> str:
-    files = [HERE / "Dockerfile", *sorted((HERE / "standins").rglob("*"))]
+    stand_ins = (p for p in (HERE / "standins").rglob("*") if "__pycache__" not in p.parts)
+    files = [HERE / "Dockerfile", *sorted(stand_ins)]  # compiled forms: whoever ran them
     contents = [str(p.relative_to(HERE)).encode() + p.read_bytes() for p in files if p.is_file()]
     return digest(mirror.encode(), suite.encode(), *contents)
 

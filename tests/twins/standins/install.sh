@@ -70,6 +70,8 @@ install -m 0755 "$here/roce-gids" /etc/NetworkManager/dispatcher.d/50-spark-twin
 # root and the docker group, as the daemon's socket is. The operator is not in that group.
 chmod 0755 "$here/engine/docker" "$here/engine/engine.py" "$here/engine/ray.py"
 ln -sf "$here/engine/docker" /usr/bin/docker
+# `docker` imports docker_cli.py, and it engine.py: compiled here once, not at every call.
+python3 -m compileall -q "$here/engine/docker_cli.py" "$here/engine/engine.py"
 # The engine images' own programs, one folder each: an image's PATH has the folders of the
 # programs images.json says it has (the docker stand-in's Image.path), so an image without Ray
 # has no `ray`. The release an engine plays is its image's, parsed with that release's flag
