@@ -35,7 +35,9 @@ PROFILE_FIELDS = (
 )
 NETPLAN_GLOBS = ("/etc/netplan/*.yaml", "/run/netplan/*.yaml", "/lib/netplan/*.yaml")
 NETPLAN_MAX_BYTES = 65536  # a netplan file read whole for the takeover (40-cx7.yaml: ~300 B)
-PING = "ping -n -q -c 2 -i 0.2 -W 1 -M do"  # two full frames, don't fragment
+# Two full frames, don't fragment, 50 ms apart: every run's proof waits for the second
+# (iputils lets any user go down to 2 ms; Ubuntu 24.04 has 20240117).
+PING = "ping -n -q -c 2 -i 0.05 -W 1 -M do"
 IP_HEADERS = 28  # IPv4 (20) + ICMP (8): a full frame's ping payload is MTU - 28
 LINK = re.compile(r"^\d+: (?P<name>[^:@ ]+)(@\S+)?: <(?P<flags>[^>]*)> .*\bmtu (?P<mtu>\d+)")
 ADDR = re.compile(r"^\d+: (?P<name>\S+)\s+inet (?P<cidr>\S+)")

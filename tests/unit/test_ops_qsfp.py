@@ -212,7 +212,7 @@ def ping_lines(host: Host) -> list[str]:
 
 
 def ping(interface: str, address: str) -> str:
-    return f"ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I {interface} {address}"
+    return f"ping -n -q -c 2 -i 0.05 -W 1 -M do -s 8972 -I {interface} {address}"
 
 
 RAILS = ("enp1s0f0np0", "enP2p1s0f0np0")

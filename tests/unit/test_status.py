@@ -150,7 +150,7 @@ def test_command_reads_only_what_the_spark_has():
     )
     assert served.count("systemctl show -p ActiveState,UnitFileState,ActiveEnterTimestamp") == 2
     assert "curl -sS -f -m 5 http://127.0.0.1:30000/v1/models" in served
-    assert "ping -n -q -c 2 -i 0.2 -W 1 -M do -s 8972 -I enp1s0f0np0 192.168.100.2" in served
+    assert "ping -n -q -c 2 -i 0.05 -W 1 -M do -s 8972 -I enp1s0f0np0 192.168.100.2" in served
 
 
 def test_head_rows_from_the_sample():
