@@ -320,6 +320,9 @@ def test_rm_with_restart_always_is_refused(docker):
 
 
 def test_a_name_in_use_is_a_conflict(docker):
+    # The engine image first: dockerd looks the image up before the name, so one not yet in
+    # the store shared by the tests is pulled, its lines first (this test ran first once).
+    assert docker("pull", "-q", SGLANG_IMAGE).returncode == 0
     docker("run", "-d", "--name", "eng-taken", PLAIN_IMAGE, "sleep", "60")
     holder = docker("inspect", "-f", "{{.Id}}", "eng-taken").stdout.strip()
     done = docker("run", "--name", "eng-taken", *docker.mount(), *SGLANG)

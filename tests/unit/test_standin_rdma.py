@@ -171,6 +171,9 @@ def test_a_plain_container_has_nothing_and_privileged_is_said(docker):
 
 
 def test_a_device_missing_on_the_host_stops_the_start_as_dockerd_does(docker):
+    # The image first: an image not yet in the store shared by the tests is pulled before
+    # the start, and the pull's lines come before dockerd's (this test run first once).
+    assert docker("pull", "-q", PLAIN_IMAGE).returncode == 0
     done = docker("run", "--name", "nodev", "--device=/dev/infiniband/uverbs9", PLAIN_IMAGE, "true")
     assert done.returncode == 125
     assert done.stderr == (
