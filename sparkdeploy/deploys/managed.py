@@ -19,7 +19,6 @@ from sparkdeploy.config.paths import HOME, OPERATOR, ManagedFile
 from sparkdeploy.engine_plan.files import managed_files
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.host_state import FileState, HostState, host_state
-from sparkdeploy.facts.store import run_store
 
 UPLOAD_DIR = ".spark-deploy-upload"  # private (0700) staging under the SSH user's home
 
@@ -103,8 +102,7 @@ def _system_file(
         yield ownership.format(f=target)
         return
     staged = shell(f"{file.path}.spark-deploy-new")
-    if _makes_folder(file.path, current):
-        yield f"mkdir -p {shell(posixpath.dirname(file.path))}"
+    yield f"mkdir -p {shell(posixpath.dirname(file.path))}"
     private_upload = None
     if file.secret:
         private_upload = yield from _private_upload_dir(file, state)
@@ -117,20 +115,6 @@ def _system_file(
     if file.validate:
         check = f"{{ {file.validate.format(path=staged)} || {{ rm -f {staged}; exit 1; }}; }} && "
     yield f"{ownership.format(f=staged)} && {check}mv -f {staged} {target}"
-
-
-def _makes_folder(path: str, current: FileState | None) -> bool:
-    """Whether this file's operation makes its folder: not when the file is there already,
-    nor when an earlier operation of this run makes it (the first file in the folder that is
-    missing; a failed operation stops the host's run, so a later one never finds it
-    missing). A first converge wrote a dozen files into some folders, each with its own
-    ``mkdir -p`` round trip. The owner is kept by path: an operation's body runs at planning
-    and again at execution, and the same file must decide the same way both times."""
-    if current is not None:
-        return False
-    owners = run_store(host.state).results
-    owner = owners.setdefault((host.name, f"folder:{posixpath.dirname(path)}"), path)
-    return owner == path
 
 
 def _private_upload_dir(file: ManagedFile, state: HostState) -> Generator[str, None, str]:

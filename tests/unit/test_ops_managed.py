@@ -11,7 +11,6 @@ from sparkdeploy.config.paths import (
     API_KEY_FILE,
     CONTAINER_ENV,
     ENGINE_SUDOERS,
-    HF_ENV_FILE,
     HF_TOKEN,
     MEMORY_GUARD,
     MEMORY_GUARD_ENV,
@@ -142,28 +141,3 @@ def test_the_engine_environment_is_staged_root_only_like_a_key():
     assert (
         commands[-1] == f"chown root:root {staged} && chmod 600 {staged} && mv -f {staged} {path}"
     )
-
-
-def test_a_folder_is_made_once_per_run_by_the_first_missing_file_in_it():
-    """A first converge writes several files into one folder: the first one missing makes
-    it, the ones after it in the run do not (one round trip each, a dozen in some folders),
-    and the first decides the same when pyinfra runs its body again at execution."""
-    host = spark()
-    given(
-        host,
-        SparkHostState,
-        host_state(files={MEMORY_GUARD_ENV: None, HF_ENV_FILE: None}),
-    )
-    first = run(managed_file, host, path=MEMORY_GUARD_ENV, content=TEXT)
-    second = run(managed_file, host, path=HF_ENV_FILE, content=TEXT)
-    again = run(managed_file, host, path=MEMORY_GUARD_ENV, content=TEXT)  # at execution
-    assert first.commands[0] == again.commands[0] == "mkdir -p /etc/spark-deploy"
-    assert not any(command.startswith("mkdir") for command in second.commands)
-    assert second.commands[0] == f"upload {HF_ENV_FILE}.spark-deploy-new"
-
-
-def test_a_file_that_is_there_needs_no_folder_made():
-    host = spark()
-    given(host, SparkHostState, host_state(files={MEMORY_GUARD_ENV: file_state("old")}))
-    outcome = run(managed_file, host, path=MEMORY_GUARD_ENV, content=TEXT)
-    assert outcome.commands[0] == f"upload {MEMORY_GUARD_ENV}.spark-deploy-new"
