@@ -7,4 +7,4 @@ spark-deploy command of an installed package runs the same file); see its docstr
 
 from sparkdeploy.entry import run
 
-run("deploy")
+run("deploy", __file__)

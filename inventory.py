@@ -8,4 +8,4 @@ spark-deploy command of an installed package reads the same file); see its docst
 
 from sparkdeploy.entry import run as _run
 
-sparks = _run("inventory")["sparks"]
+sparks = _run("inventory", __file__)["sparks"]

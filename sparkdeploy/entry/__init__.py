@@ -24,14 +24,14 @@ def path(name: str) -> Path:
     return ENTRY / f"{name}.py"
 
 
-def run(name: str) -> dict[str, Any]:
+def run(name: str, shim: str | None = None) -> dict[str, Any]:
     """Run the packaged file ``name`` as pyinfra runs a deploy file: its code afresh each
     time (pyinfra runs a deploy file once per host, an import would run it once), in a
-    namespace of its own, which is returned (the inventory's ``sparks``)."""
+    namespace of its own, which is returned (the inventory's ``sparks``). ``shim``: the
+    repository's file that pyinfra ran and that called this (its ``__file__``)."""
     file = path(name)
     module = _known_file(f"sparkdeploy.entry.{name}", str(file))
-    shim = sys._getframe(1).f_code.co_filename  # the repository's shim, when one called
-    if shim != __file__ and Path(shim).name == file.name:
+    if shim is not None:
         _known_file(f"sparkdeploy.entry.shim_{name}", shim)
     exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), module.__dict__)
     return module.__dict__

@@ -142,8 +142,8 @@ def test_a_pyinfra_run_of_a_missing_inventory_exits_2(tmp_path: Path):
 def test_the_root_files_are_shims_of_the_packaged_ones():
     """One definition: each root file runs the packaged file of its name."""
     for name in ("deploy", "status", "diagnose", "linktest"):
-        assert f'run("{name}")' in (ROOT / f"{name}.py").read_text()
-    assert 'sparks = _run("inventory")["sparks"]' in (ROOT / "inventory.py").read_text()
+        assert f'run("{name}", __file__)' in (ROOT / f"{name}.py").read_text()
+    assert 'sparks = _run("inventory", __file__)["sparks"]' in (ROOT / "inventory.py").read_text()
 
 
 def test_the_pyinfra_range_is_the_one_pinned_and_required():

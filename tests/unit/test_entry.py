@@ -38,8 +38,8 @@ def test_the_packaged_file_and_the_shim_that_ran_it_are_both_known(
     tmp_path: Path, restored_modules
 ):
     shim = tmp_path / "inventory.py"
-    names: dict = {}
-    code = "from sparkdeploy.entry import run\nran = run('inventory')"
+    names: dict = {"__file__": str(shim)}  # as pyinfra's exec_file gives a file it runs
+    code = "from sparkdeploy.entry import run\nran = run('inventory', __file__)"
     environ = {
         "SPARK_INVENTORY": str(Path("examples/sglang-pair.yml").resolve()),
         "HF_HUB_OFFLINE": "1",  # the model class from the cache only: no request
