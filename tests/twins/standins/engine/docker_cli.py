@@ -2286,25 +2286,7 @@ def cmd_ps(options: dict, args: list[str]) -> int:
     if options["quiet"]:
         sys.stdout.write("".join(row["ID"] + "\n" for row in chosen))
         return 0
-    template = options["format"] or PS_TABLE
-
-    def missing(key: str) -> str:
-        raise Failure(
-            f'failed to execute template: template: :1:2: executing "" at <.{key}>: '
-            f"can't evaluate field {key} in type *formatter.ContainerContext"
-        )
-
-    if template.startswith("table"):
-        cells = template.removeprefix("table").strip().replace("\\t", "\t").split("\t")
-        header = [
-            TEMPLATE.sub(lambda m: HEADERS.get(m.group(2), m.group(2).upper()), cell)
-            for cell in cells
-        ]
-        rows = [[render(cell, row, missing) for cell in cells] for row in chosen]
-        sys.stdout.write(tabulate([header, *rows]))
-    else:
-        sys.stdout.write("".join(render(template, row, missing) + "\n" for row in chosen))
-    return 0
+    return print_table(options["format"] or PS_TABLE, chosen, HEADERS, "ContainerContext")
 
 
 def inspect_object(c: dict) -> dict:
