@@ -26,7 +26,7 @@ class Scenario:
     def deploy(
         self, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
     ) -> DeployRun:
-        result = run_deploy(self.inventory, *extra, env=env, deploy=deploy)
+        result = run_deploy(self.inventory, *extra, env=env, deploy=deploy, warm=True)
         self.runs.append(result)
         return result
 

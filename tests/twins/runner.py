@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.twins.harness import ROOT, TRUST_HUB_ENV
+from tests.twins.warm import WarmPyinfra
 
 PYINFRA = Path(sys.executable).with_name("pyinfra")
+WARM = WarmPyinfra(PYINFRA, ROOT)  # started at its first run, one per test worker
 REMOTE_COMMAND = re.compile(r"^\[(?P<host>[\w.-]+)\] >>> ", re.M)
 
 
@@ -59,13 +61,21 @@ class DeployRun:
 
 
 def run_deploy(
-    inventory: Path, *extra: str, env: dict[str, str] | None = None, deploy: str = "deploy.py"
+    inventory: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    deploy: str = "deploy.py",
+    warm: bool = False,
 ) -> DeployRun:
-    """`pyinfra -y --json -vv inventory.py deploy.py` against the given inventory file."""
+    """`pyinfra -y --json -vv inventory.py deploy.py` against the given inventory file; in a
+    child of the warm interpreter when `warm` (tests/twins/warm.py: the same run without
+    its imports), else as the `pyinfra` command."""
     started = time.monotonic()
-    done = subprocess.run(
-        **_deploy(inventory, extra, env, deploy), capture_output=True, text=True, timeout=1800
-    )
+    spec = _deploy(inventory, extra, env, deploy)
+    if warm:
+        status, stdout, stderr = WARM.run(spec["args"][1:], spec["env"], spec["cwd"], 1800)
+        return DeployRun(status, stdout, stderr, time.monotonic() - started)
+    done = subprocess.run(**spec, capture_output=True, text=True, timeout=1800)
     return DeployRun(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 
