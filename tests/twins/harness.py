@@ -537,12 +537,23 @@ def link_cable(a: Twin, b: Twin) -> None:
 
 
 def rails_connected(twin: Twin) -> bool:
-    """NetworkManager has every QSFP rail of the twin connected."""
-    states = [
-        twin.exec(f"nmcli -t -g GENERAL.STATE device show {rail}", check=False).stdout
-        for rail in RAILS
-    ]
-    return all(state.startswith("100") for state in states)
+    """NetworkManager has every QSFP rail of the twin connected, and the rail's RoCE GID
+    table lists its IPv4 address. A kernel adds that GID with the address; the twin's
+    stand-in (a dispatcher script) a moment after NetworkManager reports the rail connected,
+    and a deploy started in that moment found no GID for the rail. One exec for all rails."""
+    gids = f"{TWIN_SYSFS}/class/infiniband/*/ports/1"
+    return (
+        twin.exec(
+            " && ".join(
+                f"nmcli -t -g GENERAL.STATE device show {rail} | grep -q '^100'"
+                f" && d=$(grep -lx {rail} {gids}/gid_attrs/ndevs/* | head -n1)"
+                f' && grep -qs "^0000:0000:0000:0000:0000:ffff:" "${{d%/gid_attrs/*}}"/gids/*'
+                for rail in RAILS
+            ),
+            check=False,
+        ).returncode
+        == 0
+    )
 
 
 def link_ring(twins: list[Twin], swapped_at: str | None = None) -> None:
