@@ -74,17 +74,15 @@ Restart policies are validated and recorded, not acted on.
 
 from __future__ import annotations
 
+# hashlib, importlib.util, secrets, shutil and subprocess are imported by the functions that
+# use them: the calls a deploy makes most (ps, info, image inspect) need none of them, and
+# importing them took about 45 ms of each call's start in a twin (python3 -X importtime).
 import grp
-import hashlib
-import importlib.util
 import io
 import json
 import os
 import re
-import secrets
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -838,12 +836,16 @@ class Registry:
         self.request("/v2/").close()
 
     def manifest(self, ref: Reference, which: str) -> tuple[bytes, str, str]:
+        import hashlib
+
         with self.request(f"/v2/{ref.repo}/manifests/{which}", ACCEPT) as reply:
             data = reply.read()
             kind = reply.headers.get("Content-Type", "")
         return data, kind, "sha256:" + hashlib.sha256(data).hexdigest()
 
     def blob(self, ref: Reference, digest: str) -> bytes:
+        import hashlib
+
         with self.request(f"/v2/{ref.repo}/blobs/{digest}") as reply:
             data = reply.read()
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
@@ -973,6 +975,7 @@ def download(registry: Registry, ref: Reference, layer: dict, progress: Progress
     """A layer blob into the store, resuming a partial download (kept in ingest/) with a Range;
     checked against its digest."""
     import fcntl
+    import hashlib
 
     digest, total = layer["digest"], layer["size"]
     ident = short(digest)
@@ -1025,6 +1028,7 @@ def download(registry: Registry, ref: Reference, layer: dict, progress: Progress
 def unpack(blob: Path, diff_id: str, ident: str, progress: Progress) -> None:
     """A downloaded layer into the layer store: its tar, checked against the config's diff_id."""
     import gzip
+    import hashlib
 
     total = blob.stat().st_size
     progress.update(ident, "Extracting", min(32768, total), total)
@@ -1047,6 +1051,8 @@ def unpack(blob: Path, diff_id: str, ident: str, progress: Progress) -> None:
 def register_image(config_bytes: bytes, layers: list[str], names: list[str], digests: list[str]):
     """An image whose layers are in the store: its config, its unpacked Python distributions
     (the image's own site-packages, for `importlib.metadata` in its containers), its names."""
+    import hashlib
+    import shutil
     import tarfile
 
     image_id = "sha256:" + hashlib.sha256(config_bytes).hexdigest()
@@ -1305,6 +1311,8 @@ def print_table(template: str, rows: list[dict], headers: dict, context: str) ->
 def chain_ids(diff_ids: list[str]) -> list[str]:
     """The layers' chain IDs (image-spec config.md: ChainID(L0..n) = sha256(ChainID(n-1) + " " +
     DiffID(n)))."""
+    import hashlib
+
     chains: list[str] = []
     for diff_id in diff_ids:
         chain = (
@@ -1329,6 +1337,8 @@ def cmd_rmi(options: dict, args: list[str]) -> int:
 
 
 def remove_image(reference: str, force: bool) -> list[str]:
+    import shutil
+
     image_id = resolve_image(reference)
     if not image_id or not image_record(image_id):
         raise Failure(f"Error response from daemon: No such image: {reference}")
@@ -1448,6 +1458,8 @@ def cmd_save(options: dict, args: list[str]) -> int:
 
 
 def cmd_load(options: dict, args: list[str]) -> int:
+    import hashlib
+    import shutil
     import tarfile
     import tempfile
 
@@ -1670,6 +1682,8 @@ def cmd_info(options: dict, args: list[str]) -> int:
 def gpus_available() -> bool:
     """What `--gpus` needs: the NVIDIA runtime (daemon.json "runtimes", as `nvidia-ctk runtime
     configure --runtime=docker` writes it), its hook on PATH, or a CDI spec."""
+    import shutil
+
     return (
         "nvidia" in (daemon_json().get("runtimes") or {})
         or shutil.which("nvidia-container-runtime-hook") is not None
@@ -1834,6 +1848,8 @@ def claim(c: dict) -> None:
 def engine_module():
     """engine.py, to ask it which command lines are engines (compiled once: the twin image
     holds its __pycache__, which the image's hash of the stand-ins leaves out)."""
+    import importlib.util
+
     spec = importlib.util.spec_from_file_location("spark_twin_engine", ENGINE)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {ENGINE}")
@@ -1848,6 +1864,8 @@ def process_argv(c: dict) -> list[str]:
     one, which fails as python does without the module); a wrapper entrypoint (a script that
     execs its arguments) runs as the stand-in script under its real path; any other command
     is found on the container's PATH."""
+    import shutil
+
     image = Image.stored(c["image_id"])
     command = c["entrypoint"] + c["cmd"]
     wrappers = images_table().get("wrappers", {})
@@ -1904,6 +1922,8 @@ def process_env(c: dict) -> dict[str, str]:
 
 def shim(c: dict, argv: list[str], foreground: bool) -> int:
     """Run the container's process to its end: record it, forward signals, copy its output."""
+    import subprocess
+
     log = open(STATE / f"{c['name']}.log", "ab")  # noqa: SIM115 -- open until the shim exits
     started: list[subprocess.Popen] = []
     pending: list[int] = []  # signals that came before the process
@@ -1977,6 +1997,8 @@ def obtain(reference: str, policy: str, quiet: bool) -> str:
 
 
 def cmd_run(options: dict, args: list[str]) -> int:
+    import secrets
+
     reference, cmd = args[0], args[1:]
     policy = restart_policy(options["restart"], options["rm"])
     environment(options, None)  # the client's checks of -e and --env-file come first
@@ -2405,6 +2427,9 @@ def exec_recorder(c: dict):
 
 
 def cmd_exec(options: dict, args: list[str]) -> int:
+    import shutil
+    import subprocess
+
     c = find(args[0])
     if not running(c):
         raise Failure(f"Error response from daemon: container {c['id']} is not running")
