@@ -444,6 +444,8 @@ def last_error(done: subprocess.CompletedProcess) -> str:
 
 
 def test_an_unknown_flag_is_refused_with_argparses_message(docker):
+    for image in (SGLANG_IMAGE, VLLM_IMAGE):  # pulled first: run's pull lines would come first
+        assert docker("pull", "-q", image).returncode == 0
     done = docker("run", "--rm", *docker.mount(), *SGLANG, "--max-model-len", "4096")
     assert done.returncode == 2
     assert done.stdout.startswith("usage: sglang serve [-h] ")  # SGLang 0.5.10: prog "sglang serve"

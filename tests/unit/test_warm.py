@@ -10,19 +10,27 @@ from tests.twins.harness import ROOT
 from tests.twins.runner import PYINFRA
 from tests.twins.warm import WarmPyinfra
 
+ARGS = ["-y", "inventory.py", "deploy.py"]
+
 
 def test_a_warm_run_answers_as_the_pyinfra_command_with_each_runs_environment(tmp_path):
+    first, second = (
+        {**os.environ, "SPARK_INVENTORY": str(tmp_path / name)} for name in ("a.yml", "b.yml")
+    )
+    real = subprocess.run(
+        [str(PYINFRA), *ARGS], env=first, cwd=ROOT, capture_output=True, text=True
+    )
+    assert real.returncode != 0 and str(tmp_path / "a.yml") in real.stderr, real.stderr
     warm = WarmPyinfra(PYINFRA, ROOT)
-    args = ["-y", "inventory.py", "deploy.py"]
     try:
-        for name in ("first.yml", "second.yml"):
-            env = {**os.environ, "SPARK_INVENTORY": str(tmp_path / name)}
-            real = subprocess.run(
-                [str(PYINFRA), *args], env=env, cwd=ROOT, capture_output=True, text=True
-            )
-            status, stdout, stderr = warm.run(args, env, ROOT, timeout=120)
-            assert real.returncode != 0, real.stderr
-            assert (status, stdout, stderr) == (real.returncode, real.stdout, real.stderr)
-            assert str(tmp_path / name) in stderr  # this run's inventory, not the last one's
+        assert warm.run(ARGS, first, ROOT, timeout=120) == (
+            real.returncode,
+            real.stdout,
+            real.stderr,
+        )
+        # The same server, another run: that run's environment, not the first one's.
+        status, _, stderr = warm.run(ARGS, second, ROOT, timeout=120)
+        assert status == real.returncode
+        assert stderr == real.stderr.replace(str(tmp_path / "a.yml"), str(tmp_path / "b.yml"))
     finally:
         warm.close()
