@@ -121,6 +121,8 @@ def remove_partial_files(folder: Path) -> None:
             parent = open_parent(root, f"{HF_PARTIAL}/{name}")
             try:
                 os.unlink(posixpath.basename(name), dir_fd=parent)
+            except FileNotFoundError:
+                pass  # gone since it was listed: what this wanted
             finally:
                 os.close(parent)
     finally:

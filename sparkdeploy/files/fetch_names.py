@@ -137,7 +137,9 @@ def size_inside(root: int, name: str) -> int:
 def regular_files(root: int) -> dict[str, os.stat_result]:
     """The regular files below ``root`` by name, found without following a symlink:
     symlinks (and folders they point to), .cache/, the marker and names that are not plain
-    (``copied_name``) are left out."""
+    (``copied_name``) are left out, and so is an entry gone between the listing and its
+    stat: hf renames each partial file as it completes while the job samples its progress
+    (a job failed on that FileNotFoundError in the suite)."""
     found: dict[str, os.stat_result] = {}
 
     def walk(fd: int, prefix: str) -> None:
@@ -145,13 +147,16 @@ def regular_files(root: int) -> dict[str, os.stat_result]:
             for entry in entries:
                 name = prefix + entry.name
                 if entry.is_dir(follow_symlinks=False) and name != ".cache":
-                    inner = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                    try:
+                        inner = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                    except FileNotFoundError:
+                        continue
                     try:
                         walk(inner, name + "/")
                     finally:
                         os.close(inner)
                 elif entry.is_file(follow_symlinks=False):
-                    with contextlib.suppress(JobError):
+                    with contextlib.suppress(JobError, FileNotFoundError):
                         found[copied_name(name)] = entry.stat(follow_symlinks=False)
 
     walk(root, "")

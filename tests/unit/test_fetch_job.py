@@ -4,6 +4,7 @@ status a laptop reads."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -510,6 +511,39 @@ def test_hf_partial_files_are_removed_only_inside_the_folder(job, tmp_path):
     (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").write_text("x")
     part("fetch_hub").remove_partial_files(folder)
     assert not (folder / ".cache" / "huggingface" / "download" / "d" / "w.ab.incomplete").exists()
+
+
+def test_a_partial_file_hf_renames_while_the_job_counts_is_left_out(job, tmp_path, monkeypatch):
+    download = tmp_path / "m" / ".cache" / "huggingface" / "download"
+    (download / "d").mkdir(parents=True)
+    for name in ("gone.ab.incomplete", "kept.cd.incomplete", "d/w.ef.incomplete"):
+        (download / name).write_text("x")
+    names = part("fetch_names")
+    listed = names.os.scandir
+
+    def scandir_then_rename(fd):  # hf completes files between the listing and their stat
+        entries = list(listed(fd))
+        for gone in ("gone.ab.incomplete", "d"):
+            if any(entry.name == gone for entry in entries):
+                (download / gone).rename(tmp_path / gone)
+        return contextlib.nullcontext(entries)
+
+    monkeypatch.setattr(names.os, "scandir", scandir_then_rename)
+    root = os.open(download, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert list(names.regular_files(root)) == ["kept.cd.incomplete"]
+    finally:
+        os.close(root)
+    monkeypatch.undo()
+    (tmp_path / "gone.ab.incomplete").rename(download / "gone.ab.incomplete")
+    listed_partials = part("fetch_hub").partial_files
+    monkeypatch.setattr(
+        part("fetch_hub"),
+        "partial_files",
+        lambda root: [*listed_partials(root), ("vanished.gh.incomplete", None)],
+    )
+    part("fetch_hub").remove_partial_files(tmp_path / "m")  # the vanished one is no error
+    assert list(download.iterdir()) == []
 
 
 def test_the_hub_file_list_must_name_plain_paths(job, monkeypatch):
