@@ -53,6 +53,25 @@ def test_packages():
     assert "dpkg-query" in probe.lines(QUERY)[0]
 
 
+def test_packages_read_on_a_real_shell_holds_from_dpkgs_selection(tmp_path: Path):
+    """The line runs through awk: installed ("ii") and held ("hi", what `apt-mark hold`
+    sets) packages are listed, held ones also as holds; removed ("rc") or not-installed held
+    ("hn") ones are neither. dpkg-query here prints what dpkg prints on a twin."""
+    (tmp_path / "dpkg-query").write_text(
+        "#!/bin/sh\nprintf '%s\\n' 'hi  nvidia-driver-580-open 580.95.05-0ubuntu1'"
+        " 'ii  python3-venv 3.12.3-0ubuntu2' 'rc  nvidia-driver-590-open 590.1-0ubuntu1'"
+        " 'hn  nftables '\n"
+    )
+    (tmp_path / "dpkg-query").chmod(0o755)
+    script = "\n".join(Packages().lines(QUERY))
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    output = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env)
+    assert Packages().parse(output.stdout.splitlines()) == (
+        {"nvidia-driver-580-open": "580.95.05-0ubuntu1", "python3-venv": "3.12.3-0ubuntu2"},
+        frozenset({"nvidia-driver-580-open"}),
+    )
+
+
 def test_managed_files():
     probe = ManagedFiles()
     files = probe.parse(sample(probe))
