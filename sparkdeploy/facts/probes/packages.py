@@ -13,7 +13,7 @@ from sparkdeploy.facts.probes import HostQuery, fields, kind_of
 PACKAGE_LINES = (
     "dpkg-query -W -f='${db:Status-Abbrev} ${Package} ${Version}\\n'"
     " 'nvidia-driver-*' python3-venv nftables 2>/dev/null"
-    " | awk '$1 ~ /^[ih]i/ {print \"pkg\", $2, $3} $1 ~ /^hi/ {print \"hold\", $2}'",
+    ' | awk \'$1 ~ /^[ih]i/ {print "pkg", $2, $3} $1 ~ /^hi/ {print "hold", $2}\'',
 )
 
 
