@@ -7,6 +7,8 @@ one test's run into another's.
   call, and every operation must plan from the same snapshot, taken before any change
   (operation bodies run again at execution). Hosts are planned in parallel greenlets, and
   a peer's fact may be asked for by both: the first asker gathers it, the other waits.
+- ``prefetch``: start gathering facts a later step will ask for, so that independent
+  round trips to one host overlap instead of following each other.
 - ``results``: what a step found on a host for a later step of the same run (what the QSFP
   proof found, the status a report prints), keyed by host and name.
 - ``notices`` and ``reports``: what is printed when the run ends (reports/notices.py).
@@ -18,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+import gevent
 from gevent.event import AsyncResult
 from pyinfra import state as current_state
 from pyinfra.api import FactBase, Host, State
+from pyinfra.context import ctx_config, ctx_host
 
 T = TypeVar("T")
 ATTRIBUTE = "_sparkdeploy_store"
@@ -59,3 +63,22 @@ def gathered(target: Host, fact: type[FactBase[T]], **arguments: Any) -> T:
     # The value is the fact's T (None only when the fact gives None): gevent's stubs type
     # get() as T | None because a result may be set without a value, which never happens here.
     return cast(T, facts[key].get())
+
+
+def prefetch(*askers: Callable[[], object]) -> None:
+    """Run each asker (a call that gathers a fact, like ``lambda: host_state(host)``) in a
+    greenlet of its own, in the current host's context, and return at once: the step that
+    later asks for the same fact waits for this round trip instead of starting its own, and
+    the askers' round trips overlap. Only for read-only facts whose arguments are known now.
+    An asker's error is kept in the store by ``gathered`` and raised to that later step."""
+    context = ctx_host.get(), ctx_config.get()
+
+    def ask(asker: Callable[[], object]) -> None:
+        with ctx_host.use(context[0]), ctx_config.use(context[1]):
+            try:
+                asker()
+            except Exception:  # noqa: S110 -- raised again to the step that asks (gathered)
+                pass
+
+    for asker in askers:
+        gevent.spawn(ask, asker)

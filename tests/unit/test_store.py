@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from unittest import mock
 
-from pyinfra.context import ctx_state
+import gevent
+import pytest
+from pyinfra.context import ctx_host, ctx_state
 
+from sparkdeploy.facts.host_state import SparkHostState
 from sparkdeploy.facts.preflight import SparkPreflight
-from sparkdeploy.facts.store import gathered, run_store
+from sparkdeploy.facts.store import gathered, prefetch, run_store
 from sparkdeploy.reports import notices
 from tests.unit.operations import PREFLIGHT, spark
 
@@ -30,3 +34,36 @@ def test_notices_and_results_belong_to_their_run():
     assert run_store(first.state).notices == {"spark-1": [(30, "REBOOT PENDING: first run")]}
     assert run_store(second.state).notices == {}
     assert run_store(second.state).results == {}
+
+
+def test_a_prefetched_fact_is_asked_for_once_and_its_round_trip_overlaps_the_next():
+    target = spark()
+    calls: list[str] = []
+
+    def slow_fact(self, fact, **arguments):
+        calls.append(fact.__name__)
+        gevent.sleep(0.2)  # a round trip: other greenlets run meanwhile
+        return PREFLIGHT
+
+    with mock.patch.object(type(target), "get_fact", slow_fact), ctx_host.use(target):
+        started = time.monotonic()
+        prefetch(lambda: gathered(target, SparkPreflight, model_dir="/opt/models"))
+        assert calls == []  # nothing runs until this greenlet waits
+        assert gathered(target, SparkHostState) is PREFLIGHT
+        assert gathered(target, SparkPreflight, model_dir="/opt/models") is PREFLIGHT
+        both = time.monotonic() - started
+    assert sorted(calls) == ["SparkHostState", "SparkPreflight"]  # each asked for once
+    assert both < 0.35  # two 0.2 s round trips, one beside the other
+
+
+def test_a_prefetched_facts_error_reaches_the_step_that_asks():
+    target = spark()
+
+    def failing(self, fact, **arguments):
+        raise OSError("connection lost")
+
+    with mock.patch.object(type(target), "get_fact", failing), ctx_host.use(target):
+        prefetch(lambda: gathered(target, SparkPreflight, model_dir="/opt/models"))
+        gevent.sleep(0)  # the prefetch runs and fails, quietly
+        with pytest.raises(OSError, match="connection lost"):
+            gathered(target, SparkPreflight, model_dir="/opt/models")
