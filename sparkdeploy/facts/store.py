@@ -77,7 +77,7 @@ def prefetch(*askers: Callable[[], object]) -> None:
         with ctx_host.use(context[0]), ctx_config.use(context[1]):
             try:
                 asker()
-            except Exception:  # noqa: S110 -- raised again to the step that asks (gathered)
+            except Exception:  # kept by gathered and raised again to the step that asks
                 pass
 
     for asker in askers:
