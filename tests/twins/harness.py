@@ -425,8 +425,8 @@ def _booted(twin: Twin):
     """One `docker exec` that returns when systemd has finished booting (`--wait`), instead
     of one every 0.3 s: each costs dockerd, containerd and runc some 65 ms of CPU, which the
     booting twins need. Too early for systemd's socket, it fails at once and is asked again."""
-    state = twin.exec("timeout 60 systemctl is-system-running --wait", check=False)
-    return state.stdout.strip() in ("running", "degraded") and state.stdout.strip()
+    state = twin.exec("timeout 60 systemctl is-system-running --wait", check=False).stdout.strip()
+    return state in ("running", "degraded") and state
 
 
 def _ssh_ready(twin: Twin):

@@ -8,14 +8,16 @@ the deploy's modules 0.5 s, on the CI machine kind; the suite runs pyinfra some 
 
 What the fork cannot change is what a module reads when it is imported, so only modules that
 read nothing from the environment, the working folder or the home at import are preloaded
-(the list below; huggingface_hub, which reads HF_* at import, is not among them, and is
-checked). `make demo`, `make bench` and the CLI tests run the real `pyinfra` command.
+(the entry files' own imports, ``entry_imports``; huggingface_hub, which reads HF_* at
+import, is not among them, and the server checks that it was not brought in). `make demo`,
+`make bench` and the CLI tests run the real `pyinfra` command.
 
     python tests/twins/warm.py      # serves: one JSON request per line on stdin, one reply each
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -26,27 +28,9 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-# The laptop-side modules a deploy, status or diagnosis run imports (sparkdeploy/entry/*).
-PRELOAD = (
-    "pyinfra_cli.main",
-    "sparkdeploy.inventory",
-    "sparkdeploy.config.errors",
-    "sparkdeploy.deploys.agent",
-    "sparkdeploy.deploys.gpu",
-    "sparkdeploy.deploys.engine.serve",
-    "sparkdeploy.deploys.fetch.jobs",
-    "sparkdeploy.deploys.host.driver",
-    "sparkdeploy.deploys.host.drm",
-    "sparkdeploy.deploys.host.memory",
-    "sparkdeploy.deploys.host.preflight",
-    "sparkdeploy.deploys.host.reboot",
-    "sparkdeploy.deploys.models.huggingface",
-    "sparkdeploy.deploys.qsfp.guard",
-    "sparkdeploy.deploys.qsfp.network",
-    "sparkdeploy.deploys.qsfp.proof",
-    "sparkdeploy.reports.notices",
-    "sparkdeploy.reports.quiet",
-)
+# The files pyinfra runs (the deploy, the inventory, status, diagnosis, the link test): the
+# modules they import are preloaded, read from their import lines (``entry_imports``).
+ENTRY = Path(__file__).resolve().parents[2] / "sparkdeploy" / "entry"
 # Modules that read the environment when imported: a preload must not bring them in.
 READS_ENV_AT_IMPORT = ("huggingface_hub", "httpx")
 
@@ -138,13 +122,33 @@ def _child(request: dict[str, Any], path: list[str]) -> None:
     os._exit(status)
 
 
+def entry_imports(entry: Path = ENTRY) -> list[str]:
+    """The modules the entry files import (``from a.b import c`` gives ``a.b.c`` when c is
+    a module, else ``a.b``), pyinfra's CLI first: what every run imports before its work."""
+    names = ["pyinfra_cli.main"]
+    for file in sorted(entry.glob("*.py")):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return list(dict.fromkeys(names))
+
+
+def _preload(name: str) -> None:
+    try:
+        importlib.import_module(name)
+    except ImportError:  # ``from a.b import c`` where c is not a module but a name in a.b
+        importlib.import_module(name.rpartition(".")[0])
+
+
 def serve(root: str) -> None:
     # A console script's sys.path: its own folder, then the interpreter's (this file's folder
     # and the checkout, where the preloads come from, are not on it; pyinfra adds ".").
     path = [str(Path(sys.executable).parent), *sys.path[1:]]
     sys.path.insert(0, root)
-    for name in PRELOAD:
-        importlib.import_module(name)
+    for name in entry_imports():
+        _preload(name)
     early = [m for m in READS_ENV_AT_IMPORT if m in sys.modules]
     assert not early, f"preloading imported {early}, which read the environment at import"
     replies = sys.stdout

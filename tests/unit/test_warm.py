@@ -8,7 +8,7 @@ import subprocess
 
 from tests.twins.harness import ROOT
 from tests.twins.runner import PYINFRA
-from tests.twins.warm import WarmPyinfra
+from tests.twins.warm import WarmPyinfra, entry_imports
 
 ARGS = ["-y", "inventory.py", "deploy.py"]
 
@@ -34,3 +34,11 @@ def test_a_warm_run_answers_as_the_pyinfra_command_with_each_runs_environment(tm
         assert stderr == real.stderr.replace(str(tmp_path / "a.yml"), str(tmp_path / "b.yml"))
     finally:
         warm.close()
+
+
+def test_the_preload_is_what_the_entry_files_import():
+    names = entry_imports()
+    assert names[0] == "pyinfra_cli.main"
+    assert "sparkdeploy.deploys.qsfp.proof" in names  # entry/deploy.py
+    assert "sparkdeploy.inventory.load_inventory" in names  # entry/inventory.py: a name
+    assert "sparkdeploy.reports.status" in names  # entry/status.py
