@@ -111,15 +111,18 @@ WORKING = ("running", "retrying")  # states a job's status has while its unit ru
 
 
 def job_status(job_id: str) -> dict[str, Any]:
+    # The unit's state first, then the status file: a job that stopped before the unit was
+    # read wrote its last status before that. Read the other way round, a job that said
+    # "done" and exited between the two reads looked killed (a scenario failed on that).
+    unit = UNIT.format(id=job_id)
+    show = subprocess.run(
+        ["systemctl", "show", unit, "-p", "ActiveState", "--value"], capture_output=True, text=True
+    )
     path = JOBS / f"{job_id}.status.json"
     try:
         found: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         found = {"id": job_id, "state": "none"}
-    unit = UNIT.format(id=job_id)
-    show = subprocess.run(
-        ["systemctl", "show", unit, "-p", "ActiveState", "--value"], capture_output=True, text=True
-    )
     found["unit"] = show.stdout.strip() or "inactive"
     # "retrying": a network error, and systemd waits to run it again (the unit is
     # activating, auto-restart) or has (active); else it gave up (StartLimitBurst).

@@ -177,6 +177,25 @@ def test_the_status_a_laptop_reads(
         assert found["lines"] == ["last journal line"]
 
 
+def test_a_job_that_finishes_while_its_status_is_read_is_done_not_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    job = load_job(jobs)
+    status = jobs / "image-x-1.status.json"
+    status.write_text(json.dumps({"id": "image-x-1", "state": "running"}))
+    fake_tools(tmp_path / "bin", "inactive", "last journal line")
+    # The job writes "done" and exits just as its unit is read.
+    (tmp_path / "bin" / "systemctl").write_text(
+        f"#!/bin/sh\nprintf '%s' '{json.dumps({'id': 'image-x-1', 'state': 'done'})}'"
+        f" > {status}\necho inactive\n"
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    found = job.job_status("image-x-1")
+    assert (found["unit"], found["state"]) == ("inactive", "done")
+
+
 def test_the_command_line(job: ModuleType, capsys: pytest.CaptureFixture[str]):
     assert job.main([]) == 2
     assert "spark-fetch run ID" in capsys.readouterr().err
