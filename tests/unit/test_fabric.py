@@ -262,13 +262,18 @@ def test_nccl_env_and_the_profiles_share_no_variable():
 
 
 def load_health():
-    sys.dont_write_bytecode = True
     path = FILES / "spark-engine-health"
     loader = importlib.machinery.SourceFileLoader("spark_engine_health", str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    # No compiled form beside the shipped script, and the worker's own setting kept for the
+    # modules it imports later.
+    cached, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = cached
     return module
 
 

@@ -23,11 +23,16 @@ from tests.unit.test_engine_standin import (
 
 
 def load_nccl():
-    sys.dont_write_bytecode = True
     spec = importlib.util.spec_from_file_location("spark_twin_nccl", STANDINS / "engine/nccl.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # As the engine loads it (nothing written beside the stand-ins); the worker's own setting
+    # is kept for the modules it imports later.
+    cached, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = cached
     return module
 
 
