@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,23 @@ def run(name: str, shim: str | None = None) -> dict[str, Any]:
     module = _known_file(f"sparkdeploy.entry.{name}", str(file))
     if shim is not None:
         _known_file(f"sparkdeploy.entry.shim_{name}", shim)
-    exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), module.__dict__)
+    with _package_compiled():
+        exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), module.__dict__)
     return module.__dict__
+
+
+@contextmanager
+def _package_compiled() -> Iterator[None]:
+    """Python's compiled-module cache for the modules imported while a packaged file runs
+    (the package's own, which it imports; pyinfra's and the libraries' are cached by pip).
+    pyinfra's CLI switches the cache off for its whole process, so that a deploy folder gets
+    no __pycache__; from a checkout, every run then compiled the package afresh: about 0.2 s
+    of CPU for the inventory's modules alone (2026-11-26, this machine). Restored after."""
+    cached, sys.dont_write_bytecode = sys.dont_write_bytecode, False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = cached
 
 
 def _known_file(name: str, file: str) -> types.ModuleType:

@@ -52,3 +52,18 @@ def test_the_packaged_file_and_the_shim_that_ran_it_are_both_known(
     packaged = entry.path("inventory")
     assert inspect.getmodule(frame_of(packaged)) is sys.modules["sparkdeploy.entry.inventory"]
     assert inspect.getmodule(frame_of(shim)) is sys.modules["sparkdeploy.entry.shim_inventory"]
+
+
+def test_modules_imported_while_a_file_runs_are_cached_and_pyinfras_setting_comes_back(
+    tmp_path: Path, restored_modules, monkeypatch: pytest.MonkeyPatch
+):
+    for name in ("during", "after"):
+        (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as pyinfra_cli.main sets it
+    with entry._package_compiled():
+        __import__("during")
+    __import__("after")
+    assert sys.dont_write_bytecode is True
+    cached = sorted(p.name.split(".")[0] for p in (tmp_path / "__pycache__").iterdir())
+    assert cached == ["during"]
