@@ -40,7 +40,7 @@ lint: setup
 # more workers than cores pays.
 JOBS ?= 4
 test: setup lint docker
-	$(PY) -m pytest -n $(JOBS) --dist loadscope
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
 unit: setup
 	$(PY) -m pytest -m "not twins" -n $(shell nproc)
