@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -267,13 +268,9 @@ def load_health():
     spec = importlib.util.spec_from_loader(loader.name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    # No compiled form beside the shipped script, and the worker's own setting kept for the
-    # modules it imports later.
-    cached, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
+    # No compiled form beside the shipped script; the worker's own setting comes back after.
+    with mock.patch.object(sys, "dont_write_bytecode", True):
         loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = cached
     return module
 
 

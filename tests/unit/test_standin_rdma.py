@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from unittest import mock
 
 import pytest
 
@@ -27,12 +28,9 @@ def load_nccl():
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     # As the engine loads it (nothing written beside the stand-ins); the worker's own setting
-    # is kept for the modules it imports later.
-    cached, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
+    # comes back after.
+    with mock.patch.object(sys, "dont_write_bytecode", True):
         spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = cached
     return module
 
 
