@@ -40,7 +40,7 @@ lint: setup
 # more workers than cores pays.
 JOBS ?= 4
 test: setup lint docker
-	$(PY) -m pytest -n $(JOBS) --dist loadscope
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
 # One worker more than the cores: the stand-in tests wait on processes they start (an engine's
 # startup, a throttled download), and the extra worker runs meanwhile. On 2 cores, 3 workers

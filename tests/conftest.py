@@ -56,6 +56,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SCENARIOS in item.path.parents:
             item.add_marker(pytest.mark.twins)
+    items[:] = scheduled(items)
+
+
+def scheduled(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items in the order pytest-xdist hands out their scopes (`make test` runs it with
+    `--no-loadscope-reorder`): the twin scenarios first, those that boot the most twins and
+    then have the most steps first, then the unit tests, whose quick scopes fill the workers'
+    last minutes. xdist's own order (most tests first) put the unit modules, hundreds of
+    tests each, ahead of every scenario, and the last scenarios to start were still running
+    when the other workers had nothing left. The order within a scope is kept: a scenario's
+    steps run as written."""
+    scope_of = {id(item): _scope(item) for item in items}
+    sizes: dict[str, int] = {}
+    for item in items:
+        sizes[scope_of[id(item)]] = sizes.get(scope_of[id(item)], 0) + 1
+
+    def key(item: pytest.Item) -> tuple[bool, int, int]:
+        twins = getattr(getattr(item, "cls", None), "twins", None)
+        booted = len(twins) if isinstance(twins, dict) else 0
+        return SCENARIOS not in item.path.parents, -booted, -sizes[scope_of[id(item)]]
+
+    return sorted(items, key=key)  # stable: a scope's items stay together and in order
+
+
+def _scope(item: pytest.Item) -> str:
+    """xdist's `loadscope` unit: the class, else the module."""
+    in_class = getattr(item, "cls", None) is not None
+    return item.nodeid.rsplit("::", 1)[0] if in_class else item.nodeid.split("::")[0]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
