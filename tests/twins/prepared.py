@@ -1,10 +1,11 @@
 """
 The twin image a deploy has already been through once, for the scenarios that do not test a
 fresh host: the plain twin image (harness.build_image) plus what the deploy's slowest
-host-independent step leaves (the hf command's venv, about 15 s of CPU on every fresh twin).
+host-independent steps leave (the hf command's venv, about 15 s of CPU on every fresh twin;
+nftables, an apt-get in every converge of Sparks with others).
 It is made by the real deploy (tests/twins/deploys/prepared.py) on a twin of the plain image,
 which is then stopped and committed; its tag hashes the plain image's tag and the sources that
-decide the venv, so a change to them makes it again. Scenarios that test what a fresh Spark
+decide what it holds, so a change to them makes it again. Scenarios that test what a fresh Spark
 gets (the hf command's install) ask for the plain image with `fresh = True`.
 """
 
@@ -16,12 +17,13 @@ from tests.twins import harness
 from tests.twins.runner import run_deploy
 
 DEPLOY = "tests/twins/deploys/prepared.py"
-SOURCES = (  # what decides the venv the prepared image holds
+SOURCES = (  # what decides what the prepared image holds
     "sparkdeploy/deploys/venv.py",
     "sparkdeploy/deploys/models/huggingface.py",
     "sparkdeploy/knowledge/locks.py",
     "sparkdeploy/config/spark.py",
     "sparkdeploy/facts/probes/hf_cli.py",
+    "sparkdeploy/deploys/qsfp/guard.py",
     DEPLOY,
 )
 LOCKS = harness.ROOT / "sparkdeploy" / "knowledge" / "locks"
