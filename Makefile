@@ -3,7 +3,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup docker twins-up twins-down demo bench lint test unit status catalogues catalogue
+.PHONY: setup docker images twins-up twins-down demo bench lint test unit status catalogues catalogue
 
 setup: $(STAMP)
 
@@ -14,6 +14,10 @@ $(STAMP): requirements.txt
 
 docker:
 	@bash tests/twins/ensure-docker.sh
+
+# The twin images (plain and prepared), built when their inputs changed.
+images: setup docker
+	$(PY) -m tests.twins images
 
 twins-up: setup docker
 	$(PY) -m tests.twins up
@@ -38,8 +42,11 @@ lint: setup
 # the classes of one file spread over the workers; each worker boots its twins in a namespace
 # of its own (tests/conftest.py). The scenarios mostly wait on booting twins and deploys, so
 # more workers than cores pays.
+# The images are built beside the lint (one core each: debootstrap and apt mostly wait on the
+# network, mypy runs on one core), so that no scenario waits for them.
 JOBS ?= 4
-test: setup lint docker
+test: setup docker
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint images
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
 # One worker more than the cores: the stand-in tests wait on processes they start (an engine's

@@ -1,14 +1,16 @@
-"""Command line of the twin harness: up, down, demo (see harness.py).
+"""Command line of the twin harness: up, down, demo, bench, images (see harness.py).
 
 python -m tests.twins up              # the demo pair, cabled
 python -m tests.twins up --switch N   # N twins (spark-a, spark-b, ...) on a QSFP switch
+python -m tests.twins images          # the twin images, built when missing (make test's first
+                                      # step, beside the lint: the scenarios then wait for none)
 """
 
 import sys
 
 from tests.twins import harness
 
-USAGE = "usage: python -m tests.twins up [--switch N]|down|demo|bench"
+USAGE = "usage: python -m tests.twins up [--switch N]|down|demo|bench|images"
 
 
 def up_arguments(argv: list[str]) -> tuple[tuple[str, ...], harness.Fabric | None]:
@@ -48,6 +50,10 @@ def main(argv: list[str]) -> int:
             from tests.twins.demo import demo
 
             return demo()
+        elif command == "images":
+            from tests.twins.prepared import prepared_image
+
+            print(f"twins: images {harness.build_image()} and {prepared_image()}")
         elif command == "bench":
             from tests.twins.bench import bench
 
