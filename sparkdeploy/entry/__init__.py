@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sparkdeploy.entry import pyinfra_costs
+
 ENTRY = Path(__file__).resolve().parent
 NAMES = ("inventory", "deploy", "status", "diagnose", "linktest")
 
@@ -32,6 +34,7 @@ def run(name: str, shim: str | None = None) -> dict[str, Any]:
     namespace of its own, which is returned (the inventory's ``sparks``). ``shim``: the
     repository's file that pyinfra ran and that called this (its ``__file__``)."""
     file = path(name)
+    pyinfra_costs.apply()
     module = _known_file(f"sparkdeploy.entry.{name}", str(file))
     if shim is not None:
         _known_file(f"sparkdeploy.entry.shim_{name}", shim)
