@@ -42,12 +42,13 @@ lint: setup
 # the classes of one file spread over the workers; each worker boots its twins in a namespace
 # of its own (tests/conftest.py). The scenarios mostly wait on booting twins and deploys, so
 # more workers than cores pays.
-# The images are built beside the lint (one core each: debootstrap and apt mostly wait on the
-# network, mypy runs on one core), so that no scenario waits for them.
+# First the lint, the twin images and the unit tests side by side: building the images mostly
+# waits on the network (debootstrap, apt), and neither the lint nor the unit tests need them.
+# Then the scenarios, which wait for no image: those with the most twins and steps first.
 JOBS ?= 4
 test: setup docker
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint images
-	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint images unit
+	$(PY) -m pytest tests/scenarios -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
 # One worker more than the cores: the stand-in tests wait on processes they start (an engine's
 # startup, a throttled download), and the extra worker runs meanwhile. On 2 cores, 3 workers
