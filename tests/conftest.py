@@ -20,6 +20,7 @@ stand-in compiled its script's modules.
 """
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -30,6 +31,12 @@ from pathlib import Path
 import pytest
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+# What each scenario scope took in a whole run (worker seconds: setup, steps and teardown; 4
+# workers on the 2-core machine kind; first recorded 2026-11-26), so that `scheduled` hands
+# out the longest first. `SCENARIO_SECONDS=write make test` records them again (the scopes
+# that ran get their new sum: record from whole runs, not from a -k selection).
+SECONDS_FILE = Path(__file__).resolve().parent / "scenario_seconds.json"
+_taken: dict[str, float] = {}
 
 
 # Prefixes of the caller's variables the suite must not inherit.
@@ -59,25 +66,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = scheduled(items)
 
 
-def scheduled(items: list[pytest.Item]) -> list[pytest.Item]:
+def scheduled(
+    items: list[pytest.Item], seconds: dict[str, float] | None = None
+) -> list[pytest.Item]:
     """The items in the order pytest-xdist hands out their scopes (`make test` runs it with
-    `--no-loadscope-reorder`): the twin scenarios first, those that boot the most twins and
-    then have the most steps first, then the unit tests, whose quick scopes fill the workers'
-    last minutes. xdist's own order (most tests first) put the unit modules, hundreds of
-    tests each, ahead of every scenario, and the last scenarios to start were still running
-    when the other workers had nothing left. The order within a scope is kept: a scenario's
-    steps run as written."""
+    `--no-loadscope-reorder`): the twin scenarios first, the longest first by the seconds
+    each took last time (`seconds`, else SECONDS_FILE), then those that boot the most twins
+    and have the most steps; then the unit tests, whose quick scopes fill the workers' last
+    minutes. A scenario with no seconds recorded (a new one) goes ahead of the others: its
+    cost is unknown. xdist's own order (most tests first) put the unit modules, hundreds of
+    tests each, ahead of every scenario, and the order by twins alone started a one-twin
+    scenario of 130 s among the last. The order within a scope is kept: a scenario's steps
+    run as written."""
+    taken = _recorded_seconds() if seconds is None else seconds
+    unknown = max(taken.values(), default=0.0) + 1.0
     scope_of = {id(item): _scope(item) for item in items}
     sizes: dict[str, int] = {}
     for item in items:
         sizes[scope_of[id(item)]] = sizes.get(scope_of[id(item)], 0) + 1
 
-    def key(item: pytest.Item) -> tuple[bool, int, int]:
+    def key(item: pytest.Item) -> tuple[bool, float, int, int]:
+        scope = scope_of[id(item)]
+        if SCENARIOS not in item.path.parents:
+            return True, 0.0, 0, -sizes[scope]
         twins = getattr(getattr(item, "cls", None), "twins", None)
         booted = len(twins) if isinstance(twins, dict) else 0
-        return SCENARIOS not in item.path.parents, -booted, -sizes[scope_of[id(item)]]
+        return False, -taken.get(scope, unknown), -booted, -sizes[scope]
 
     return sorted(items, key=key)  # stable: a scope's items stay together and in order
+
+
+def _recorded_seconds() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(SECONDS_FILE.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}  # no record: the order by twins and steps
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With SCENARIO_SECONDS=write, add up each scenario scope's seconds (in the process
+    that sees every report: xdist's controller, or pytest alone)."""
+    if os.environ.get("SCENARIO_SECONDS") != "write" or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if report.nodeid.startswith("tests/scenarios/"):
+        scope = report.nodeid.rsplit("::", 1)[0]  # the class, else the module, as `_scope`
+        _taken[scope] = _taken.get(scope, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The scopes that ran get their new seconds; the others keep theirs."""
+    if _taken:
+        recorded = {**_recorded_seconds(), **_taken}
+        rounded = {scope: round(taken, 1) for scope, taken in sorted(recorded.items())}
+        SECONDS_FILE.write_text(json.dumps(rounded, indent=1) + "\n")
 
 
 def _scope(item: pytest.Item) -> str:
