@@ -44,7 +44,7 @@ lint: setup
 # more workers than cores pays.
 # First the lint, the twin images and the unit tests side by side: building the images mostly
 # waits on the network (debootstrap, apt), and neither the lint nor the unit tests need them.
-# Then the scenarios, which wait for no image: those with the most twins and steps first.
+# Then the scenarios, which wait for no image: the longest first (tests/scenario_seconds.json).
 JOBS ?= 4
 test: setup docker
 	$(MAKE) --no-print-directory -j3 --output-sync=target lint images unit

@@ -2,8 +2,8 @@
 
 python -m tests.twins up              # the demo pair, cabled
 python -m tests.twins up --switch N   # N twins (spark-a, spark-b, ...) on a QSFP switch
-python -m tests.twins images          # the twin images, built when missing (make test's first
-                                      # step, beside the lint: the scenarios then wait for none)
+python -m tests.twins images          # the twin images, built when missing (make test builds
+                                      # them beside the lint and the unit tests)
 """
 
 import sys

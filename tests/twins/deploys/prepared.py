@@ -2,7 +2,8 @@
 What a twin's "prepared" image has that its plain image lacks, each installed by the deploy's
 own operation: the hf command in its venv (python3-venv from apt, the venv from the shipped
 hash lock), and nftables, which the fabric guard installs where a Spark has other Sparks
-(DGX OS ships it; the twin's Debian does not, and 25 scenario converges paid an apt-get for it).
+(DGX OS ships it; the twin's Debian does not, and every converge of Sparks with others ran
+apt-get for it).
 tests/twins/prepared.py runs this once on a fresh twin and commits the result, so that
 scenarios about other things start where a second deploy on a Spark would.
 """
