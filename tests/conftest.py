@@ -26,6 +26,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -80,13 +81,10 @@ def scheduled(
     run as written."""
     taken = _recorded_seconds() if seconds is None else seconds
     unknown = max(taken.values(), default=0.0) + 1.0
-    scope_of = {id(item): _scope(item) for item in items}
-    sizes: dict[str, int] = {}
-    for item in items:
-        sizes[scope_of[id(item)]] = sizes.get(scope_of[id(item)], 0) + 1
+    sizes = Counter(_scope(item.nodeid) for item in items)
 
     def key(item: pytest.Item) -> tuple[bool, float, int, int]:
-        scope = scope_of[id(item)]
+        scope = _scope(item.nodeid)
         if SCENARIOS not in item.path.parents:
             return True, 0.0, 0, -sizes[scope]
         twins = getattr(getattr(item, "cls", None), "twins", None)
@@ -109,7 +107,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if os.environ.get("SCENARIO_SECONDS") != "write" or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if report.nodeid.startswith("tests/scenarios/"):
-        scope = report.nodeid.rsplit("::", 1)[0]  # the class, else the module, as `_scope`
+        scope = _scope(report.nodeid)
         _taken[scope] = _taken.get(scope, 0.0) + report.duration
 
 
@@ -121,10 +119,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         SECONDS_FILE.write_text(json.dumps(rounded, indent=1) + "\n")
 
 
-def _scope(item: pytest.Item) -> str:
-    """xdist's `loadscope` unit: the class, else the module."""
-    in_class = getattr(item, "cls", None) is not None
-    return item.nodeid.rsplit("::", 1)[0] if in_class else item.nodeid.split("::")[0]
+def _scope(nodeid: str) -> str:
+    """xdist's `loadscope` unit of a test, as xdist splits its node id: the class, else the
+    module."""
+    return nodeid.rsplit("::", 1)[0]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
