@@ -1277,4 +1277,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Stopped: a later SIGTERM or SIGINT (the rest of a burst) changes nothing. Python puts
+    # the default action back while it exits, and a late signal of a burst killed the
+    # finished engine (-15 instead of 0); an ignored signal stays ignored.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
