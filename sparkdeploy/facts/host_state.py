@@ -177,7 +177,9 @@ class SparkHostState(FactBase):
 def host_state(target: Host | None = None) -> HostState:
     """The preparation state of the current host (or of ``target``, its peer), gathered
     once per run."""
-    target = target or host
+    # Not `target or host`: pyinfra's `host` (what a prefetch passes) is a context proxy whose
+    # truth test asks the Host for its len() and raises, so the prefetch never ran.
+    target = host if target is None else target
     spark = target.data.spark
     plan = target.data.get("engine_plan")
     models = tuple(

@@ -9,11 +9,13 @@ import gevent
 import pytest
 from pyinfra.context import ctx_host, ctx_state
 
-from sparkdeploy.facts.host_state import SparkHostState
+from sparkdeploy.deploys.host import preflight
+from sparkdeploy.facts.host_state import SparkHostState, host_state
+from sparkdeploy.facts.network import QsfpNetwork, network
 from sparkdeploy.facts.preflight import SparkPreflight
 from sparkdeploy.facts.store import gathered, prefetch, run_store
 from sparkdeploy.reports import notices
-from tests.unit.operations import PREFLIGHT, spark
+from tests.unit.operations import HOST_STATE, NETWORK, PREFLIGHT, pair, spark
 
 
 def test_a_fact_is_gathered_once_per_run_and_again_in_the_next():
@@ -67,3 +69,29 @@ def test_a_prefetched_facts_error_reaches_the_step_that_asks():
         gevent.sleep(0)  # the prefetch runs and fails, quietly
         with pytest.raises(OSError, match="connection lost"):
             gathered(target, SparkPreflight, model_dir="/opt/models")
+
+
+def test_the_preflight_step_takes_the_host_state_and_network_beside_its_own_round_trip():
+    """check_spark prefetches with pyinfra's `host`, a context proxy: the host-state and
+    network round trips start while the preflight one runs, not after it (the host-state
+    prefetch once failed on the proxy, quietly, and its round trip followed the preflight)."""
+    target = pair()["spark-1"]
+    answers = {SparkPreflight: PREFLIGHT, SparkHostState: HOST_STATE, QsfpNetwork: NETWORK}
+    started: dict[str, float] = {}
+    begin = time.monotonic()
+
+    def slow_fact(self, fact, **arguments):
+        started[fact.__name__] = time.monotonic() - begin
+        gevent.sleep(0.2)  # a round trip: other greenlets run meanwhile
+        return answers[fact]
+
+    with (
+        mock.patch.object(type(target), "get_fact", slow_fact),
+        ctx_state.use(target.state),
+        ctx_host.use(target),
+    ):
+        preflight.check_spark.__wrapped__()  # the step's body, without pyinfra's deploy frame
+        assert set(started) == {"SparkPreflight", "SparkHostState", "QsfpNetwork"}
+        assert max(started.values()) < 0.1, started  # all three before the first came back
+        assert host_state(target) is HOST_STATE  # taken once: no round trip more
+        assert network(target) is NETWORK
