@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from unittest import mock
 
@@ -90,7 +91,7 @@ def test_the_preflight_step_takes_the_host_state_and_network_beside_its_own_roun
         ctx_state.use(target.state),
         ctx_host.use(target),
     ):
-        preflight.check_spark.__wrapped__()  # the step's body, without pyinfra's deploy frame
+        inspect.unwrap(preflight.check_spark)()  # the body, without pyinfra's deploy frame
         assert set(started) == {"SparkPreflight", "SparkHostState", "QsfpNetwork"}
         assert max(started.values()) < 0.1, started  # all three before the first came back
         assert host_state(target) is HOST_STATE  # taken once: no round trip more
