@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 import gevent
 from gevent.event import AsyncResult
+from pyinfra import logger
 from pyinfra import state as current_state
 from pyinfra.api import FactBase, Host, State
 from pyinfra.context import ctx_config, ctx_host
@@ -70,15 +71,20 @@ def prefetch(*askers: Callable[[], object]) -> None:
     greenlet of its own, in the current host's context, and return at once: the step that
     later asks for the same fact waits for this round trip instead of starting its own, and
     the askers' round trips overlap. Only for read-only facts whose arguments are known now.
-    An asker's error is kept in the store by ``gathered`` and raised to that later step."""
+    An asker's error is kept in the store by ``gathered`` and raised to that later step; one
+    raised before it asks is logged for --debug."""
     context = ctx_host.get(), ctx_config.get()
 
     def ask(asker: Callable[[], object]) -> None:
         with ctx_host.use(context[0]), ctx_config.use(context[1]):
             try:
                 asker()
-            except Exception:  # kept by gathered and raised again to the step that asks
-                pass
+            except Exception as error:
+                # A fact's error is kept by gathered and raised again to the step that asks.
+                # An asker that fails before it asks (a host_state that could not take
+                # pyinfra's host proxy) loses only the overlap, quietly: say so with --debug
+                # (the error's type only: a fact's message may hold a command's output).
+                logger.debug(f"{context[0].print_prefix}prefetch failed: {type(error).__name__}")
 
     for asker in askers:
         gevent.spawn(ask, asker)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from unittest import mock
 
@@ -70,6 +71,19 @@ def test_a_prefetched_facts_error_reaches_the_step_that_asks():
         gevent.sleep(0)  # the prefetch runs and fails, quietly
         with pytest.raises(OSError, match="connection lost"):
             gathered(target, SparkPreflight, model_dir="/opt/models")
+
+
+def test_an_asker_that_fails_before_it_asks_is_logged_for_debug(caplog):
+    target = spark()
+
+    def broken() -> None:
+        raise TypeError("object of type 'Host' has no len()")
+
+    with caplog.at_level(logging.DEBUG, logger="pyinfra"), ctx_host.use(target):
+        prefetch(broken)
+        gevent.sleep(0)  # the prefetch runs and fails
+    assert "prefetch failed: TypeError" in caplog.text
+    assert "no len()" not in caplog.text  # the type only: a fact's message may hold output
 
 
 def test_the_preflight_step_takes_the_host_state_and_network_beside_its_own_round_trip():
