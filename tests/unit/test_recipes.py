@@ -23,7 +23,6 @@ from typing import Any
 from unittest import mock
 
 import pytest
-import yaml
 
 from sparkdeploy.config import load as inventory_load
 from sparkdeploy.config.errors import InventoryError
@@ -31,6 +30,7 @@ from sparkdeploy.config.spark import SparkSettings
 from sparkdeploy.deploys.engine.units import docker_run, start_command
 from sparkdeploy.engine_plan.plan import EnginePlan
 from sparkdeploy.inventory import Inventory, build_inventory
+from sparkdeploy.knowledge import load_yaml
 from sparkdeploy.knowledge.flags import load_catalogue
 from sparkdeploy.knowledge.images import pinning_problem
 from sparkdeploy.knowledge.model_class import ModelClass, UnknownModel
@@ -50,12 +50,10 @@ def load(path: Path) -> dict[str, Any]:
 
 @cache
 def _parsed(path: Path) -> dict[str, Any]:
-    """Each recipe parsed once per process, with libyaml where PyYAML has it: every worker
-    collects this module, and parsing the recipes three times in pure Python took 0.4 s of
-    each worker's collection (2026-11-27)."""
-    return yaml.load(
-        path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    )
+    """Each recipe parsed once per process, by the loader of the knowledge files (libyaml
+    where PyYAML has it): every worker collects this module, and parsing the recipes three
+    times in pure Python took 0.4 s of each worker's collection (2026-11-27)."""
+    return load_yaml(path)
 
 
 def pinned(engine: str, image: str) -> str:
