@@ -6,6 +6,9 @@ owner per kind, and its sample output the union of the probes'.
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from sparkdeploy.facts.host_state import PROBES, SparkHostState
 from sparkdeploy.facts.probes import HostQuery, kind_of, operator_home, owned_lines
 from sparkdeploy.facts.probes.engine_files import EngineFiles
 from sparkdeploy.facts.probes.fabric import FabricGuard
-from sparkdeploy.facts.probes.files import FileState, ManagedFiles
+from sparkdeploy.facts.probes.files import FileState, ManagedFiles, stat_all
 from sparkdeploy.facts.probes.gai import GaiIpv4
 from sparkdeploy.facts.probes.hf_cli import HfCli, HfCliVenv
 from sparkdeploy.facts.probes.image import EngineImage, Image
@@ -81,25 +84,40 @@ def test_managed_files():
     assert files["/usr/local/sbin/spark-memory-guard"] is None
     assert files["~/.cache/huggingface/token"].mode == "600"  # type: ignore[union-attr]
     lines = probe.lines(QUERY)
-    assert lines[1] == 'for f in /etc/spark-deploy/hf.env; do st "$f"; done'
+    assert lines[1] == stat_all("/etc/spark-deploy/hf.env")
     assert lines[2] == '[ -z "$home" ] || st "$home"/.cache/huggingface/token ' + HOME_TOKEN
 
 
 def test_managed_files_read_on_a_real_shell(tmp_path: Path):
-    """The lines run: a file reads as its sha256, mode and owner, a symlink and a missing
-    file as absent, a ``~/`` path under $home."""
+    """The lines run: a file reads as its sha256, mode and owner, a symlink, a FIFO (which
+    would hang sha256sum) and a missing file as absent, a ``~/`` path under $home; the files
+    are read by one sha256sum and one stat, whose outputs are joined by path."""
     (tmp_path / "a").write_text("hello")
+    (tmp_path / "a").chmod(0o640)
+    (tmp_path / "b").write_text("")
+    (tmp_path / "b").chmod(0o604)
     (tmp_path / "link").symlink_to(tmp_path / "a")
+    os.mkfifo(tmp_path / "fifo")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "token").write_text("t")
-    paths = tuple(str(tmp_path / name) for name in ("a", "link", "gone")) + ("~/token",)
+    names = ("a", "link", "fifo", "gone", "b")
+    paths = tuple(str(tmp_path / name) for name in names) + ("~/token",)
     script = "\n".join([f"home={tmp_path / 'home'}", *ManagedFiles().lines(HostQuery("x", paths))])
-    output = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    output = subprocess.run(
+        ["sh", "-c", script], capture_output=True, text=True, check=True, timeout=10
+    )
     files = ManagedFiles().parse(output.stdout.splitlines())
-    hello = files[str(tmp_path / "a")]
-    assert hello is not None and hello.sha256.startswith("2cf24dba5fb0a30e")
-    assert files[str(tmp_path / "link")] is None and files[str(tmp_path / "gone")] is None
+    owner = (pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name)
+    assert files[str(tmp_path / "a")] == FileState(
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", "640", *owner
+    )
+    assert files[str(tmp_path / "b")] == FileState(
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "604", *owner
+    )
+    for absent in ("link", "fifo", "gone"):
+        assert files[str(tmp_path / absent)] is None, absent
     assert files["~/token"] is not None
+    assert len(output.stdout.splitlines()) == len(paths)
 
 
 def test_gai():

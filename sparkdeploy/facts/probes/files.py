@@ -17,6 +17,25 @@ STAT_FUNCTION = (
     ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
     ' else printf "file %s -\\n" "${2:-$1}"; fi; }'
 )
+# The same for many paths, with one sha256sum and one stat for all the regular files among
+# them: st's four processes per file were a third of the host-state command on a twin (0.1 s
+# of 0.3 s for 31 files). awk joins the two outputs by path; sha256sum prints "HASH  PATH"
+# (the path from column 67), stat "mode MODE USER GROUP PATH". A file removed in between
+# gets no line, and a path missing from the output reads as absent.
+JOIN = (
+    '/^mode / { p = $0; sub(/^mode [^ ]+ [^ ]+ [^ ]+ /, "", p); m[p] = $2 " " $3 " " $4; next }'
+    ' { p = substr($0, 67); if (p in m) print "file", p, $1, m[p] }'
+)
+
+
+def stat_all(paths: str) -> str:
+    """The line that prints a ``file`` line for each of ``paths`` (shell words), as st."""
+    return (
+        f'( set --; for f in {paths}; do if [ -f "$f" ] && [ ! -L "$f" ];'
+        ' then set -- "$@" "$f"; else printf "file %s -\\n" "$f"; fi; done;'
+        ' [ $# -eq 0 ] || { stat -c \'mode %a %U %G %n\' -- "$@"; sha256sum -- "$@"; }'
+        f" 2>/dev/null | awk {shell(JOIN)} )"
+    )
 
 
 @dataclass(frozen=True)
@@ -45,7 +64,7 @@ class ManagedFiles:
         at_home = [path[len(HOME) :] for path in query.paths if path.startswith(HOME)]
         return [
             STAT_FUNCTION,
-            f'for f in {files}; do st "$f"; done',
+            stat_all(files),
             *(
                 f'[ -z "$home" ] || st "$home"/{shell(path)} {shell(HOME + path)}'
                 for path in at_home
