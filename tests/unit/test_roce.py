@@ -69,8 +69,23 @@ def read_tables(listing: str, tmp_path: Path):
     return QsfpNetwork().process(done.stdout.splitlines()).gids, str(root)
 
 
-def test_a_spark_has_roce_v2_ipv4_at_index_3(tmp_path):
-    table, root = read_tables("spark-1.gids.txt", tmp_path)
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """read_tables of a listing, its tree built once per module and worker: a tree is about
+    2,000 files and folders (four ports of TABLE_SIZE entries), some 1.5 s of CPU to make
+    (2026-11-27, this machine kind), and the tests only read it."""
+    made: dict[str, tuple] = {}
+
+    def read(listing: str):
+        if listing not in made:
+            made[listing] = read_tables(listing, tmp_path_factory.mktemp("gids"))
+        return made[listing]
+
+    return read
+
+
+def test_a_spark_has_roce_v2_ipv4_at_index_3(tables):
+    table, root = tables("spark-1.gids.txt")
     assert len(table) == 12  # n_gids_found: zeros and unreadable entries are left out
     found, problems = check_gids(table, RAILS_1, 3, root)
     assert problems == []
@@ -83,8 +98,8 @@ def test_a_spark_has_roce_v2_ipv4_at_index_3(tmp_path):
     assert rdma_devices(table, "enp1s0f1np1") == ["rocep1s0f1"]  # no address: no IPv4 GID
 
 
-def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tmp_path):
-    table, root = read_tables("spark-2-moved.gids.txt", tmp_path)
+def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tables):
+    table, root = tables("spark-2-moved.gids.txt")
     found, problems = check_gids(table, RAILS_2, 3, root)
     assert [found_gid(r).index for r in found] == [5, 5]
     assert len(problems) == 2
@@ -106,16 +121,16 @@ def test_a_node_whose_roce_v2_ipv4_entry_moved_is_refused_with_its_table(tmp_pat
     assert len(shown) == 7  # header and the six entries of rocep1s0f0 only
 
 
-def test_auto_takes_the_index_found(tmp_path):
-    table, root = read_tables("spark-2-moved.gids.txt", tmp_path)
+def test_auto_takes_the_index_found(tables):
+    table, root = tables("spark-2-moved.gids.txt")
     found, problems = check_gids(table, RAILS_2, "auto", root)
     assert problems == [] and [found_gid(r).index for r in found] == [5, 5]
     _, problems = check_gids(table, RAILS_2, 5, root)
     assert problems == []
 
 
-def test_address_without_a_roce_v2_entry(tmp_path):
-    table, root = read_tables("spark-1.gids.txt", tmp_path)
+def test_address_without_a_roce_v2_entry(tables):
+    table, root = tables("spark-1.gids.txt")
     _, problems = check_gids(table, [("enp1s0f0np0", "192.168.100.9")], "auto", root)
     [problem] = problems
     assert problem.startswith(
@@ -123,8 +138,8 @@ def test_address_without_a_roce_v2_entry(tmp_path):
     )
 
 
-def test_interface_without_an_rdma_device(tmp_path):
-    table, root = read_tables("spark-1.gids.txt", tmp_path)
+def test_interface_without_an_rdma_device(tables):
+    table, root = tables("spark-1.gids.txt")
     _, problems = check_gids(table, [("eth9", "10.0.0.1")], 3, root)
     assert problems == [
         f"rail 1 (eth9, 10.0.0.1): no RDMA device under {root}/class/infiniband lists eth9 in "
@@ -141,9 +156,9 @@ def test_no_infiniband_tree_at_all_is_an_empty_table(tmp_path):
     assert done.returncode == 0 and done.stdout == ""
 
 
-def test_rails_at_different_indexes_cannot_share_one_nccl_index(tmp_path):
-    one, _ = read_tables("spark-1.gids.txt", tmp_path / "one")
-    two, root = read_tables("spark-2-moved.gids.txt", tmp_path / "two")
+def test_rails_at_different_indexes_cannot_share_one_nccl_index(tables):
+    one, _ = tables("spark-1.gids.txt")
+    two, root = tables("spark-2-moved.gids.txt")
     mixed = tuple(g for g in one if g.dev == "rocep1s0f0") + tuple(
         g for g in two if g.dev == "roceP2p1s0f0"
     )
