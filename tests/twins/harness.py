@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -341,6 +342,68 @@ def build_image() -> str:
 # Twins
 
 
+# What `docker exec` sets beside the image's environment (Config.Env) for root.
+EXEC_ENV = ("HOME=/root",)
+
+
+@dataclass(frozen=True)
+class Entered:
+    """A running twin's init as the host sees it (its PID), the container it belongs to,
+    and the environment `docker exec` would give a command there."""
+
+    pid: int
+    container_id: str
+    env: tuple[str, ...]
+
+    @classmethod
+    def of(cls, container: str) -> Entered | None:
+        found = docker(
+            "inspect", "-f", "{{.State.Pid}} {{.Id}} {{.Config.Hostname}} {{json .Config.Env}}",
+            container, check=False,
+        )  # fmt: skip
+        words = found.stdout.split(" ", 3)
+        if found.returncode != 0 or len(words) != 4 or words[0] in ("", "0"):
+            return None
+        pid, container_id, hostname, image_env = words
+        env = (*json.loads(image_env), f"HOSTNAME={hostname}", *EXEC_ENV)
+        return cls(int(pid), container_id, env)
+
+    def current(self) -> bool:
+        """Whether the PID still is the init of this container: PID 1 of its own namespace
+        (status NSpid ends in 1) in the container's cgroup. A twin's reboot starts another
+        init, and a PID may be taken again by any process."""
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            cgroups = Path(f"/proc/{self.pid}/cgroup").read_text()
+        except OSError:
+            return False
+        nspid = [line.split() for line in status.splitlines() if line.startswith("NSpid:")]
+        return bool(nspid) and nspid[0][-1] == "1" and self.container_id in cgroups
+
+
+def nsenter_exec(entered: Entered, command: str, check: bool, input: str | None):
+    """`sh -c command` as root in the namespaces of the twin's init (mount with its root and
+    working folder, UTS, IPC, network, PID), with docker exec's environment: about 5 ms of
+    CPU where `docker exec` took about 110 (its CLI, dockerd, containerd and runc; over a
+    thousand calls a scenario run). Root there holds every capability, not the container's
+    set; a command's children stay in the twin's PID namespace and die with it. The output
+    goes to files, not pipes, so that a child left running in the background (a listener a
+    test starts) does not hold the call open; docker exec gave up on it after 2 s."""
+    args = (
+        "nsenter", "-t", str(entered.pid), "-m", "-u", "-i", "-n", "-p", "-r", "-w", "--",
+        "env", "-i", *entered.env, "sh", "-c", command,
+    )  # fmt: skip
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        done = subprocess.run(args, input=input or "", stdout=out, stderr=err, text=True)
+        out.seek(0)
+        err.seek(0)
+        result = subprocess.CompletedProcess(args, done.returncode, out.read(), err.read())
+    if check and result.returncode != 0:
+        detail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-25:])
+        raise HarnessError(f"{command} failed in the twin ({result.returncode}): {detail}")
+    return result
+
+
 @dataclass
 class Twin:
     name: str
@@ -351,9 +414,26 @@ class Twin:
     data: dict = field(default_factory=dict)
     switch: Switch | None = None  # the QSFP switch the twin hangs off, if any
 
+    _entered: Entered | None = field(default=None, repr=False, compare=False)
+
     def exec(self, command: str, check: bool = True, input: str | None = None):
-        """Run a shell command inside the twin as root (the harness's back door)."""
-        return docker("exec", "-i", self.container, "sh", "-c", command, check=check, input=input)
+        """Run a shell command inside the twin as root (the harness's back door): in the
+        namespaces of its init, with the environment `docker exec` gives (nsenter_exec); by
+        `docker exec` when the twin is not running, which then fails with docker's error."""
+        entered = self._enter()
+        if entered is None:
+            return docker(
+                "exec", "-i", self.container, "sh", "-c", command, check=check, input=input
+            )
+        return nsenter_exec(entered, command, check=check, input=input)
+
+    def _enter(self) -> Entered | None:
+        """Where exec enters: the init it entered last while it still is the twin's init
+        (a reboot makes another), else the init docker names now (None: not running)."""
+        if self._entered is not None and self._entered.current():
+            return self._entered
+        self._entered = Entered.of(self.container)
+        return self._entered
 
     def read(self, path: str) -> str | None:
         result = self.exec(f"cat {path}", check=False)
