@@ -669,6 +669,21 @@ def rails_connected(twin: Twin) -> bool:
     )
 
 
+def rails_unplugged(twin: Twin) -> bool:
+    """NetworkManager has let go of the twin's pulled rails: no active profile on any of
+    them. A new cable plugged before that had its profile brought up, then taken down by
+    the old cable's late removal: a deploy in between found a rail without its address
+    (seen once the harness entered twins by nsenter, which made its checks quicker)."""
+    rails = " ".join(f"-e {rail}" for rail in RAILS)
+    active = f"nmcli -t -f DEVICE connection show --active | grep -qx {rails}"
+    return twin.exec(f"! {active}", check=False).returncode == 0
+
+
+def wait_unplugged(twins: Iterable[Twin]) -> None:
+    for twin in twins:
+        wait_for(lambda twin=twin: rails_unplugged(twin), f"{twin.name}'s QSFP rails to go", 60)
+
+
 def link_ring(twins: list[Twin], swapped_at: str | None = None) -> None:
     """Cable the twins in a ring: port 0 of each to port 1 of the next (the last to the
     first), one veth pair per logical link (the n-th interface of one port to the n-th of
@@ -706,6 +721,7 @@ def replug_cable(a: Twin, b: Twin) -> None:
         twin.pid = container_pid(twin.container)
     for rail in RAILS:  # deleting one end of a veth pair deletes both
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
+    wait_unplugged((a, b))
     link_cable(a, b)
     for twin in (a, b):
         wait_for(
@@ -811,6 +827,8 @@ def replug_switch(switch: Switch, twins: Iterable[Twin]) -> None:
         port = switch.port_of(twin)
         for rail in range(len(RAILS)):  # deleting one end of a veth pair deletes both
             switch.ip("link", "del", switch_port(port, rail), check=False)
+    wait_unplugged(twins)
+    for twin in twins:
         plug(switch, twin)
     for twin in twins:
         wait_for(
