@@ -455,10 +455,12 @@ class Twin:
                         tar.addfile(info, data)
             archive.seek(0)
             unpack = f"mkdir -p {folder} && tar -x -C {folder}"
-            subprocess.run(
-                [*nsenter_args(entered), "sh", "-c", unpack],
-                stdin=archive, capture_output=True, check=True,
-            )  # fmt: skip
+            done = subprocess.run(
+                [*nsenter_args(entered), "sh", "-c", unpack], stdin=archive, capture_output=True
+            )
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip()
+            raise HarnessError(f"copying {source} to {dest} in {self.name} failed: {why}")
 
     def _enter(self) -> Entered | None:
         """Where exec enters: the init it entered last while it still is the twin's init
@@ -671,15 +673,17 @@ def rails_connected(twin: Twin) -> bool:
 
 def rails_unplugged(twin: Twin) -> bool:
     """NetworkManager has let go of the twin's pulled rails: no active profile on any of
-    them. A new cable plugged before that had its profile brought up, then taken down by
-    the old cable's late removal: a deploy in between found a rail without its address
-    (seen once the harness entered twins by nsenter, which made its checks quicker)."""
+    them. Once, a deploy right after a replug found a rail with no IPv4 RoCE GID although
+    the rails check had passed (the first whole run after the harness entered twins by
+    nsenter, which made its checks quicker). The likely reading, not proven: the new cable's
+    profile came up before the old cable's removal was handled, and that took it down."""
     rails = " ".join(f"-e {rail}" for rail in RAILS)
     active = f"nmcli -t -f DEVICE connection show --active | grep -qx {rails}"
     return twin.exec(f"! {active}", check=False).returncode == 0
 
 
 def wait_unplugged(twins: Iterable[Twin]) -> None:
+    """Wait until each twin's pulled rails are let go (rails_unplugged)."""
     for twin in twins:
         wait_for(lambda twin=twin: rails_unplugged(twin), f"{twin.name}'s QSFP rails to go", 60)
 
