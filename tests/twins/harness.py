@@ -415,7 +415,6 @@ class Twin:
     name: str
     container: str
     port: int
-    pid: int = 0
     host_key: str = ""
     data: dict = field(default_factory=dict)
     switch: Switch | None = None  # the QSFP switch the twin hangs off, if any
@@ -461,6 +460,15 @@ class Twin:
         if done.returncode != 0:
             why = done.stderr.decode(errors="replace").strip()
             raise HarnessError(f"copying {source} to {dest} in {self.name} failed: {why}")
+
+    @property
+    def pid(self) -> int:
+        """The host's PID of the twin's init (for its network namespace): the one exec
+        enters, so a reboot's new init is found without asking docker by hand."""
+        entered = self._enter()
+        if entered is None:
+            raise HarnessError(f"{self.name} ({self.container}) is not running")
+        return entered.pid
 
     def _enter(self) -> Entered | None:
         """Where exec enters: the init it entered last while it still is the twin's init
@@ -559,7 +567,6 @@ def container_pid(container: str) -> int:
 def wait_booted(twin: Twin) -> None:
     wait_for(lambda: _booted(twin), f"{twin.name} to boot systemd")
     wait_for(lambda: _ssh_ready(twin), f"{twin.name} sshd on 127.0.0.1:{twin.port}")
-    twin.pid = container_pid(twin.container)
 
 
 def labelled_run(name: str, container: str) -> tuple[str, ...]:
@@ -721,8 +728,6 @@ def replug_cable(a: Twin, b: Twin) -> None:
     """Pull the cable (if a reboot has not taken it already: a twin's reboot is a new
     network namespace) and plug a new one, then wait until NetworkManager has brought the
     rails back up by itself."""
-    for twin in (a, b):
-        twin.pid = container_pid(twin.container)
     for rail in RAILS:  # deleting one end of a veth pair deletes both
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
     wait_unplugged((a, b))
@@ -827,7 +832,6 @@ def replug_switch(switch: Switch, twins: Iterable[Twin]) -> None:
     twins = list(twins)
     switch.pid = container_pid(switch.container)
     for twin in twins:
-        twin.pid = container_pid(twin.container)
         port = switch.port_of(twin)
         for rail in range(len(RAILS)):  # deleting one end of a veth pair deletes both
             switch.ip("link", "del", switch_port(port, rail), check=False)
