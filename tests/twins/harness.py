@@ -35,17 +35,15 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import re
 import shutil
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Container, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -343,140 +341,19 @@ def build_image() -> str:
 # Twins
 
 
-# What `docker exec` sets beside the image's environment (Config.Env) for root.
-EXEC_ENV = ("HOME=/root",)
-
-
-@dataclass(frozen=True)
-class Entered:
-    """A running twin's init as the host sees it (its PID), the container it belongs to,
-    and the environment `docker exec` would give a command there."""
-
-    pid: int
-    container_id: str
-    env: tuple[str, ...]
-
-    @classmethod
-    def of(cls, container: str) -> Entered | None:
-        found = docker(
-            "inspect", "-f", "{{.State.Pid}} {{.Id}} {{.Config.Hostname}} {{json .Config.Env}}",
-            container, check=False,
-        )  # fmt: skip
-        words = found.stdout.split(" ", 3)
-        if found.returncode != 0 or len(words) != 4 or words[0] in ("", "0"):
-            return None
-        pid, container_id, hostname, image_env = words
-        env = (*json.loads(image_env), f"HOSTNAME={hostname}", *EXEC_ENV)
-        return cls(int(pid), container_id, env)
-
-    def current(self) -> bool:
-        """Whether the PID still is the init of this container: PID 1 of its own namespace
-        (status NSpid ends in 1) in the container's cgroup. A twin's reboot starts another
-        init, and a PID may be taken again by any process."""
-        try:
-            status = Path(f"/proc/{self.pid}/status").read_text()
-            cgroups = Path(f"/proc/{self.pid}/cgroup").read_text()
-        except OSError:
-            return False
-        nspid = [line.split() for line in status.splitlines() if line.startswith("NSpid:")]
-        return bool(nspid) and nspid[0][-1] == "1" and self.container_id in cgroups
-
-
-def nsenter_args(entered: Entered) -> tuple[str, ...]:
-    """The command line that runs what follows it as root in the twin (nsenter_exec)."""
-    return (
-        "nsenter", "-t", str(entered.pid), "-m", "-u", "-i", "-n", "-p", "-r", "-w", "--",
-        "env", "-i", *entered.env,
-    )  # fmt: skip
-
-
-def nsenter_exec(entered: Entered, command: str, check: bool, input: str | None):
-    """`sh -c command` as root in the namespaces of the twin's init (mount with its root and
-    working folder, UTS, IPC, network, PID), with docker exec's environment: about 5 ms of
-    CPU where `docker exec` took about 110 (its CLI, dockerd, containerd and runc; over a
-    thousand calls a scenario run). Root there holds every capability, not the container's
-    set; a command's children stay in the twin's PID namespace and die with it. The output
-    goes to files, not pipes, so that a child left running in the background (a listener a
-    test starts) does not hold the call open; docker exec gave up on it after 2 s."""
-    args = (*nsenter_args(entered), "sh", "-c", command)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        done = subprocess.run(args, input=input or "", stdout=out, stderr=err, text=True)
-        out.seek(0)
-        err.seek(0)
-        result = subprocess.CompletedProcess(args, done.returncode, out.read(), err.read())
-    if check and result.returncode != 0:
-        detail = "\n".join((result.stderr or result.stdout or "").strip().splitlines()[-25:])
-        raise HarnessError(f"{command} failed in the twin ({result.returncode}): {detail}")
-    return result
-
-
 @dataclass
 class Twin:
     name: str
     container: str
     port: int
+    pid: int = 0
     host_key: str = ""
     data: dict = field(default_factory=dict)
     switch: Switch | None = None  # the QSFP switch the twin hangs off, if any
 
-    _entered: Entered | None = field(default=None, repr=False, compare=False)
-
     def exec(self, command: str, check: bool = True, input: str | None = None):
-        """Run a shell command inside the twin as root (the harness's back door): in the
-        namespaces of its init, with the environment `docker exec` gives (nsenter_exec); by
-        `docker exec` when the twin is not running, which then fails with docker's error."""
-        entered = self._enter()
-        if entered is None:
-            return docker(
-                "exec", "-i", self.container, "sh", "-c", command, check=check, input=input
-            )
-        return nsenter_exec(entered, command, check=check, input=input)
-
-    def copy_in(self, source: Path, dest: str) -> None:
-        """`docker cp` of a file (a link followed) or of a folder's content to ``dest`` in the
-        twin, owned by root: a tar archive unpacked there through exec's way in (docker cp
-        took about 0.13 s of CPU, and every twin's start made two)."""
-        entered = self._enter()
-        if entered is None:  # not running: docker says so
-            docker("cp", "-L", f"{source}/." if source.is_dir() else str(source),
-                   f"{self.container}:{dest}")  # fmt: skip
-            return
-        folder = dest if source.is_dir() else str(Path(dest).parent)
-        with tempfile.TemporaryFile() as archive:
-            with tarfile.open(fileobj=archive, mode="w") as tar:
-                files = sorted(source.rglob("*")) if source.is_dir() else [source]
-                for path in files:
-                    name = str(path.relative_to(source)) if source.is_dir() else Path(dest).name
-                    info = tar.gettarinfo(str(path.resolve()), arcname=name)
-                    info.uid = info.gid = 0
-                    info.uname = info.gname = "root"
-                    with open(path, "rb") if info.isfile() else nullcontext() as data:
-                        tar.addfile(info, data)
-            archive.seek(0)
-            unpack = f"mkdir -p {folder} && tar -x -C {folder}"
-            done = subprocess.run(
-                [*nsenter_args(entered), "sh", "-c", unpack], stdin=archive, capture_output=True
-            )
-        if done.returncode != 0:
-            why = done.stderr.decode(errors="replace").strip()
-            raise HarnessError(f"copying {source} to {dest} in {self.name} failed: {why}")
-
-    @property
-    def pid(self) -> int:
-        """The host's PID of the twin's init (for its network namespace): the one exec
-        enters, so a reboot's new init is found without asking docker by hand."""
-        entered = self._enter()
-        if entered is None:
-            raise HarnessError(f"{self.name} ({self.container}) is not running")
-        return entered.pid
-
-    def _enter(self) -> Entered | None:
-        """Where exec enters: the init it entered last while it still is the twin's init
-        (a reboot makes another), else the init docker names now (None: not running)."""
-        if self._entered is not None and self._entered.current():
-            return self._entered
-        self._entered = Entered.of(self.container)
-        return self._entered
+        """Run a shell command inside the twin as root (the harness's back door)."""
+        return docker("exec", "-i", self.container, "sh", "-c", command, check=check, input=input)
 
     def read(self, path: str) -> str | None:
         result = self.exec(f"cat {path}", check=False)
@@ -567,6 +444,7 @@ def container_pid(container: str) -> int:
 def wait_booted(twin: Twin) -> None:
     wait_for(lambda: _booted(twin), f"{twin.name} to boot systemd")
     wait_for(lambda: _ssh_ready(twin), f"{twin.name} sshd on 127.0.0.1:{twin.port}")
+    twin.pid = container_pid(twin.container)
 
 
 def labelled_run(name: str, container: str) -> tuple[str, ...]:
@@ -621,10 +499,10 @@ def start_twin(name: str, image: str) -> Twin:
     # The site's CA bundle, as a Spark on this network would have it (TLS to the package
     # registries is intercepted here by a local CA).
     if Path(SITE_CA_BUNDLE).is_file():
-        twin.copy_in(Path(SITE_CA_BUNDLE), SITE_CA_BUNDLE)
+        docker("cp", "-L", SITE_CA_BUNDLE, f"{container}:{SITE_CA_BUNDLE}")
     # The engine releases' flag catalogues, for the stand-in engine to parse its command line
     # as the image's release does (copied, so the twin never reads the deploy's package).
-    twin.copy_in(Path(CATALOGUES), TWIN_CATALOGUES)
+    docker("cp", f"{CATALOGUES}/.", f"{container}:{TWIN_CATALOGUES}")
     public = ssh_key().with_suffix(".pub").read_text()
     twin.exec(
         "install -d -m 700 -o spark -g spark ~spark/.ssh && cat > ~spark/.ssh/authorized_keys"
@@ -678,23 +556,6 @@ def rails_connected(twin: Twin) -> bool:
     )
 
 
-def rails_unplugged(twin: Twin) -> bool:
-    """NetworkManager has let go of the twin's pulled rails: no active profile on any of
-    them. Once, a deploy right after a replug found a rail with no IPv4 RoCE GID although
-    the rails check had passed (the first whole run after the harness entered twins by
-    nsenter, which made its checks quicker). The likely reading, not proven: the new cable's
-    profile came up before the old cable's removal was handled, and that took it down."""
-    rails = " ".join(f"-e {rail}" for rail in RAILS)
-    active = f"nmcli -t -f DEVICE connection show --active | grep -qx {rails}"
-    return twin.exec(f"! {active}", check=False).returncode == 0
-
-
-def wait_unplugged(twins: Iterable[Twin]) -> None:
-    """Wait until each twin's pulled rails are let go (rails_unplugged)."""
-    for twin in twins:
-        wait_for(lambda twin=twin: rails_unplugged(twin), f"{twin.name}'s QSFP rails to go", 60)
-
-
 def link_ring(twins: list[Twin], swapped_at: str | None = None) -> None:
     """Cable the twins in a ring: port 0 of each to port 1 of the next (the last to the
     first), one veth pair per logical link (the n-th interface of one port to the n-th of
@@ -728,9 +589,10 @@ def replug_cable(a: Twin, b: Twin) -> None:
     """Pull the cable (if a reboot has not taken it already: a twin's reboot is a new
     network namespace) and plug a new one, then wait until NetworkManager has brought the
     rails back up by itself."""
+    for twin in (a, b):
+        twin.pid = container_pid(twin.container)
     for rail in RAILS:  # deleting one end of a veth pair deletes both
         run("nsenter", "-t", str(a.pid), "-n", "ip", "link", "del", rail, check=False)
-    wait_unplugged((a, b))
     link_cable(a, b)
     for twin in (a, b):
         wait_for(
@@ -832,11 +694,10 @@ def replug_switch(switch: Switch, twins: Iterable[Twin]) -> None:
     twins = list(twins)
     switch.pid = container_pid(switch.container)
     for twin in twins:
+        twin.pid = container_pid(twin.container)
         port = switch.port_of(twin)
         for rail in range(len(RAILS)):  # deleting one end of a veth pair deletes both
             switch.ip("link", "del", switch_port(port, rail), check=False)
-    wait_unplugged(twins)
-    for twin in twins:
         plug(switch, twin)
     for twin in twins:
         wait_for(

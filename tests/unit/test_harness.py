@@ -3,10 +3,6 @@ switch (the Docker side is proven by tests/scenarios/test_switch.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from tests.twins import harness
@@ -96,28 +92,3 @@ def test_up_arguments():
     for bad in (["--switch"], ["--switch", "x"], ["--pair"]):
         with pytest.raises(harness.HarnessError, match="usage"):
             up_arguments(bad)
-
-
-def test_an_entered_init_is_current_only_as_pid_1_of_its_namespace_in_its_container():
-    """A twin's init is entered again only while it is PID 1 of its own namespace and in the
-    container's cgroup. Here: PID 1 of a new PID namespace (unshare, as root) in this
-    process's cgroup is; this process (not PID 1 of a namespace), the same init under another
-    container's id, and a PID no process holds are not."""
-    cgroup = Path("/proc/self/cgroup").read_text().splitlines()[0].rpartition(":")[2]
-    assert not harness.Entered(os.getpid(), cgroup, ()).current()
-    assert not harness.Entered(2**22 + 1, cgroup, ()).current()  # above pid_max: no process
-    if os.geteuid() != 0:
-        pytest.skip("a PID namespace of its own takes root")
-    init = subprocess.Popen(["unshare", "--pid", "--fork", "sleep", "30"])
-    try:
-        pid = harness.wait_for(lambda: _child_of(init.pid), "unshare's child", timeout=10)
-        assert harness.Entered(pid, cgroup, ()).current()
-        assert not harness.Entered(pid, "another-container-id", ()).current()
-    finally:
-        init.kill()
-        init.wait()
-
-
-def _child_of(pid: int) -> int:
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    return int(children[0]) if children else 0
