@@ -8,6 +8,8 @@ pyinfra, and the files of the same names at the repository's root are shims that
 
 from __future__ import annotations
 
+import atexit
+import gc
 import sys
 import types
 from collections.abc import Iterator
@@ -35,12 +37,31 @@ def run(name: str, shim: str | None = None) -> dict[str, Any]:
     repository's file that pyinfra ran and that called this (its ``__file__``)."""
     file = path(name)
     pyinfra_costs.apply()
+    freeze_at_exit()
     module = _known_file(f"sparkdeploy.entry.{name}", str(file))
     if shim is not None:
         _known_file(f"sparkdeploy.entry.shim_{name}", shim)
     with _package_compiled():
         exec(compile(file.read_text(encoding="utf-8"), str(file), "exec"), module.__dict__)
     return module.__dict__
+
+
+_FREEZING: list[bool] = []  # whether freeze_at_exit registered its handler in this process
+
+
+def freeze_at_exit() -> None:
+    """At the process's exit, leave the objects of the run to the exit itself instead of
+    collecting them (``gc.freeze``, once per process). After the exit handlers, the
+    interpreter clears every module and collects several times over what the run built (the
+    inventory's pydantic models, pyinfra's state, the imported libraries): 0.16-0.20 s of a
+    no-op run of the twin pair, against 0.02-0.03 s frozen (2026-11-27, this machine kind).
+    Frozen objects are never collected, so their ``__del__`` does not run at exit, which
+    Python never promised for objects alive at exit (object.__del__); the standard streams
+    are still flushed, and exit handlers registered earlier (logging's flush, paramiko's
+    thread join) still run, after this one."""
+    if not _FREEZING:
+        atexit.register(gc.freeze)
+        _FREEZING.append(True)
 
 
 @contextmanager

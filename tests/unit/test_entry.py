@@ -5,12 +5,15 @@ every frame."""
 from __future__ import annotations
 
 import inspect
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from sparkdeploy import entry
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -67,3 +70,20 @@ def test_modules_imported_while_a_file_runs_are_cached_and_pyinfras_setting_come
     assert sys.dont_write_bytecode is True
     cached = sorted(p.name.split(".")[0] for p in (tmp_path / "__pycache__").iterdir())
     assert cached == ["during"]
+
+
+def test_a_run_leaves_its_objects_to_the_exit_registering_once():
+    code = (
+        "import atexit, gc\n"
+        "atexit.register(lambda: print('frozen at exit', gc.get_freeze_count() > 0))\n"
+        "from sparkdeploy import entry\n"
+        "before = atexit._ncallbacks()\n"
+        "entry.freeze_at_exit()\n"
+        "entry.freeze_at_exit()\n"
+        "added = atexit._ncallbacks() - before\n"
+        "print('handlers added', added, 'frozen now', gc.get_freeze_count() > 0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.splitlines() == ["handlers added 1 frozen now False", "frozen at exit True"]
