@@ -66,7 +66,10 @@ def bench() -> int:
     print("\n| run | wall time | SSH commands per host |")
     print("| --- | --- | --- |")
     print(f"| fresh to serving (first converge) | {first.seconds:.1f} s | {commands(first)} |")
-    print(f"| no-op re-run (median of {NOOP_RUNS}) | {median:.2f} s | {commands(noops[-1])} |")
+    each = " ".join(f"{done.seconds:.2f}" for done in noops)
+    print(
+        f"| no-op re-run (median of {NOOP_RUNS}: {each}) | {median:.2f} s | {commands(noops[-1])} |"
+    )
     print(f"\nfetched from the stand-in Hub and registry by the pair: {bytes_line}")
     if changed:
         print(f"NOT IDEMPOTENT: a no-op run changed {changed[0]}")
