@@ -303,3 +303,32 @@ def test_the_fetch_progress_renderer_is_pure_and_its_board_only_writes_it():
         f"sparkdeploy.deploys.fetch.progress.{name}"
         for name in ("board_lines", "due_lines", "redraw")
     }, ours
+
+
+ROOM_LINES = 60  # a function longer than this is a room to split (the developers' brief)
+
+
+def python_sources() -> list[Path]:
+    """Every Python source of the package: its modules and the scripts shipped to a Spark
+    without a .py suffix (files/spark-engine-health, files/spark-link-test, ...)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts or path.suffix not in ("", ".py"):
+            continue
+        if path.suffix == "" and not path.read_bytes().startswith(b"#!/usr/bin/env python3"):
+            continue
+        found.append(path)
+    return found
+
+
+def test_no_function_is_longer_than_a_room():
+    sources = python_sources()
+    assert PACKAGE / "files" / "spark-link-test" in sources  # the scripts are counted too
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})"
+        for path in sources
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (node.end_lineno or node.lineno) - node.lineno + 1 > ROOM_LINES
+    ]
+    assert not long, long
