@@ -321,14 +321,22 @@ def python_sources() -> list[Path]:
     return found
 
 
+def function_lengths(path: Path) -> list[tuple[int, str, int]]:
+    """(first line, name, lines) of every function in ``path``."""
+    return [
+        (node.lineno, node.name, (node.end_lineno or node.lineno) - node.lineno + 1)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
 def test_no_function_is_longer_than_a_room():
     sources = python_sources()
     assert PACKAGE / "files" / "spark-link-test" in sources  # the scripts are counted too
     long = [
-        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})"
+        f"{path.relative_to(ROOT)}:{line} {name} ({length})"
         for path in sources
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        and (node.end_lineno or node.lineno) - node.lineno + 1 > ROOM_LINES
+        for line, name, length in function_lengths(path)
+        if length > ROOM_LINES
     ]
     assert not long, long
