@@ -64,6 +64,11 @@ MEMORY_GUARD = "/usr/local/sbin/spark-memory-guard"
 MEMORY_GUARD_ENV = "/etc/spark-deploy/memory-guard.env"
 DROP_CACHES = "/usr/local/sbin/spark-drop-caches"
 ENGINE_HEALTH = "/usr/local/sbin/spark-engine-health"
+# A unit whose last health check failed: spark-engine-health writes HEALTH_FAILED/UNIT (root's
+# 0755 folder, a 0644 file) when its check of --unit fails and removes it when one passes; a
+# deploy that finds it checks the unit again instead of taking "active" as serving (a
+# crash-looping engine is active while it loads, between its restarts).
+HEALTH_FAILED = "/var/lib/spark-deploy/health-failed"
 MODEL_CHECK_BIN = "/usr/local/sbin/spark-model-check"
 RAY_WAIT = "/usr/local/sbin/spark-ray-wait"
 # The fabric guard (deploys/qsfp/guard.py): an nftables table of the deploy's own, loaded

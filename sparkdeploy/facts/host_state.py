@@ -24,6 +24,7 @@ from sparkdeploy.facts.probes.engine_files import EngineFiles
 from sparkdeploy.facts.probes.fabric import FabricGuard
 from sparkdeploy.facts.probes.files import FileState, ManagedFiles
 from sparkdeploy.facts.probes.gai import GaiIpv4
+from sparkdeploy.facts.probes.health import FailedChecks
 from sparkdeploy.facts.probes.hf_cli import HfCliVenv
 from sparkdeploy.facts.probes.image import Image
 from sparkdeploy.facts.probes.mcp import McpServer
@@ -63,6 +64,8 @@ class HostState:
     mcp: dict[str, str] = field(default_factory=dict)
     hf_lock: str = ""  # sha256 of the lock the hf venv was made from, "" when none
     fabric: dict[str, str] = field(default_factory=dict)  # probes/fabric.py: "table", "present"
+    # Units whose last health check failed (spark-engine-health's record): checked again
+    unhealthy: frozenset[str] = frozenset()
 
 
 PACKAGES = Packages()
@@ -72,6 +75,7 @@ HF_CLI = HfCliVenv()
 USER = UserHomes()
 ENGINE_FILES = EngineFiles()
 UNITS = Units()
+HEALTH = FailedChecks()
 IMAGE = Image()
 MCP = McpServer()
 FABRIC = FabricGuard()
@@ -85,6 +89,7 @@ PROBES: tuple[Probe[object], ...] = (
     USER,
     ENGINE_FILES,
     UNITS,
+    HEALTH,
     IMAGE,
     MCP,
     FABRIC,
@@ -97,7 +102,8 @@ class SparkHostState(FactBase):
     Returns the state of everything host preparation manages, in one round trip: driver
     packages and holds, the managed files (sha256, mode, owner; a ``~/`` path is under the
     operator's home, like the HF token), the gai.conf IPv4 line, the hf CLI version, the
-    operator's home, the engine units and files, and the model folders.
+    operator's home, the engine units (and those whose last health check failed) and files,
+    and the model folders.
 
     Sample output of the command::
 
@@ -114,6 +120,7 @@ class SparkHostState(FactBase):
         sshhome /home/nvidia
         model {"folder": "/opt/models/X", "exists": true, "marker": "o/X@main", "missing": [], "empty": [], "complete": true}
         unit spark-engine-sglang.service active enabled
+        unhealthy spark-engine-vllm.service
         owned /etc/systemd/system/spark-engine-sglang.service
         owned /etc/sudoers.d/spark-deploy-spark-engine-sglang
         owned /etc/spark-deploy/prometheus/spark-engine-sglang.rules.yml
@@ -171,6 +178,7 @@ class SparkHostState(FactBase):
             mcp=read(MCP),
             hf_lock=hf.lock,
             fabric=read(FABRIC),
+            unhealthy=read(HEALTH),
         )
 
 

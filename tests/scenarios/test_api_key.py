@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from sparkdeploy.config.paths import HEALTH_FAILED as FAILED
 from tests.scenarios.conftest import assert_idempotent
 from tests.scenarios.test_engine import TOKEN_ENV, UNIT, UNIT_FILE, state
 from tests.scenarios.test_status import run_status, table
@@ -152,8 +153,18 @@ class TestApiKey:
         assert any(name in said for name in named), said[-3000:]
         assert "the API key was not sent to it" in said, said[-3000:]
         assert KEY not in said and KEY not in heard and "Authorization" not in heard
-        # With the port free again, the engine serves and the check passes with the key.
+        # The failed check is recorded, by root, where the local user can neither remove
+        # it (to pass as healthy) nor write one.
+        listed = twin.exec(f"stat -c '%n %a %U' {FAILED} {FAILED}/{UNIT}").stdout.split("\n")
+        assert listed[:2] == [f"{FAILED} 755 root", f"{FAILED}/{UNIT} 644 root"], listed
+        for attempt in (f"rm -f {FAILED}/{UNIT}", f"touch {FAILED}/other.service"):
+            assert twin.exec(f"su spark -s /bin/sh -c '{attempt}'", check=False).returncode != 0
+        # With the port free again, the next run checks the engine again whatever systemd
+        # says of the unit (active while it loads, between restarts): it serves, the check
+        # passes with the key, and the record is gone.
         run = scenario.deploy(env=ENV)
         assert run.returncode == 0, run.explain()
+        assert "[key] spark-engine-health: ready after" in run.stderr, run.explain()
         assert state(twin, UNIT) == "active"
         assert ask(twin, "/v1/models", KEY)[0] == 200
+        assert twin.exec(f"ls -A {FAILED}").stdout == ""

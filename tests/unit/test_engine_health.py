@@ -110,3 +110,45 @@ def test_command_lines_that_cannot_work_are_refused(words, refusal, capsys):
         health.main(words)
     assert exited.value.code == 2
     assert refusal in capsys.readouterr().err
+
+
+@pytest.fixture
+def records(tmp_path, monkeypatch):
+    """spark-engine-health's record folder in ``tmp_path``, and a unit without systemd: active,
+    no journal."""
+    folder = tmp_path / "health-failed"
+    monkeypatch.setattr(health, "FAILED_DIR", str(folder))
+    monkeypatch.setattr(health, "unit_state", lambda unit: ("active", "running", 0))
+    monkeypatch.setattr(health, "journal", lambda unit, lines=40: "")
+    return folder
+
+
+def test_a_units_failed_check_is_recorded_and_a_passing_one_clears_it(serve, records):
+    unit = "spark-engine-sglang.service"
+    failing = serve(engine((200, {"data": [{"id": "m"}]}), (500, {})))
+    assert check(failing, "--unit", unit) == 1
+    record = records / unit
+    assert record.read_text().endswith(" exit 1\n")
+    assert oct(record.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in records.iterdir()] == [unit]  # no partial file left
+    assert check(failing, "--unit", unit) == 1  # failing again keeps it
+    serving = serve(engine((200, {"data": [{"id": "m"}]}), (200, CHAT)))
+    assert check(serving, "--unit", unit) == 0
+    assert not record.exists()
+    assert check(serving, "--unit", unit) == 0  # nothing to clear: still fine
+
+
+def test_a_check_that_ends_in_an_error_is_recorded_as_failed(records, tmp_path):
+    empty = tmp_path / "key.yaml"
+    empty.write_text("")
+    unit = "spark-engine-vllm.service"
+    with pytest.raises(SystemExit, match="no API key"):
+        check(1, "--unit", unit, "--key-file", str(empty), "--container", "c")
+    assert (records / unit).is_file()
+
+
+@pytest.mark.parametrize("unit", ["", "../escape.service", ".hidden"])
+def test_only_a_plain_unit_name_is_recorded(serve, records, unit):
+    failing = serve(engine((401, {}), (401, {})))
+    assert check(failing, "--unit", unit) == 1
+    assert not records.exists() and not (records.parent / "escape.service").exists()

@@ -79,6 +79,18 @@ def test_a_unit_is_enabled_started_or_restarted_then_checked(
     assert outcome.commands == commands and outcome.noop is None
 
 
+def test_a_running_unit_whose_last_check_failed_is_checked_again_not_restarted():
+    host = spark()
+    running = {UNIT: ("active", "enabled")}
+    given(host, SparkHostState, host_state(units=running, unhealthy=frozenset({UNIT})))
+    outcome = run(serving, host, unit=UNIT, port=30000)
+    assert outcome.commands == [HEALTH] and outcome.noop is None
+    # another unit's failed check leaves this one alone
+    other = frozenset({"spark-engine-vllm.service"})
+    given(host, SparkHostState, host_state(units=running, unhealthy=other))
+    assert run(serving, host, unit=UNIT, port=30000).noop == f"{UNIT} is enabled and running"
+
+
 def test_the_health_check_gets_the_unit_port_and_timeout():
     default = serving_with(None).callbacks
     asked = serving_with(None, port=8000, timeout=60).callbacks

@@ -221,20 +221,22 @@ def test_an_active_gpu_service_holds_the_engine(recording):
 
 
 @pytest.mark.parametrize(
-    ("now", "restart", "follows", "commands"),
+    ("now", "restart", "follows", "recheck", "commands"),
     [
-        (("active", "enabled"), False, False, None),  # nothing to do
-        (("active", "enabled"), False, True, []),  # only the health check
-        (("active", "enabled"), True, False, ["systemctl restart u"]),
-        (("inactive", "enabled"), False, False, ["systemctl start u"]),
-        (("inactive", "absent"), False, False, ["systemctl enable u", "systemctl start u"]),
-        (("active", "disabled"), False, False, ["systemctl enable u"]),
+        (("active", "enabled"), False, False, False, None),  # nothing to do
+        (("active", "enabled"), False, True, False, []),  # only the health check
+        (("active", "enabled"), False, False, True, []),  # its last check failed: again
+        (("active", "enabled"), True, False, False, ["systemctl restart u"]),
+        (("inactive", "enabled"), False, False, False, ["systemctl start u"]),
+        (("inactive", "enabled"), False, False, True, ["systemctl start u"]),
+        (("inactive", "absent"), False, False, False, ["systemctl enable u", "systemctl start u"]),
+        (("active", "disabled"), False, False, False, ["systemctl enable u"]),
     ],
 )
 def test_a_unit_is_enabled_and_started_or_restarted_only_when_needed(
-    now, restart, follows, commands
+    now, restart, follows, recheck, commands
 ):
-    assert serve.unit_commands("u", now, restart, follows) == commands
+    assert serve.unit_commands("u", now, restart, follows, recheck) == commands
 
 
 def test_a_new_api_key_or_shipped_file_restarts_every_unit():

@@ -16,7 +16,7 @@ import pytest
 
 from sparkdeploy.config.paths import ENGINE_FILE_GLOBS, MANAGED_HEADER
 from sparkdeploy.facts.host_state import PROBES, SparkHostState
-from sparkdeploy.facts.probes import HostQuery, kind_of, operator_home, owned_lines
+from sparkdeploy.facts.probes import HostQuery, health, kind_of, operator_home, owned_lines
 from sparkdeploy.facts.probes.engine_files import EngineFiles
 from sparkdeploy.facts.probes.fabric import FabricGuard
 from sparkdeploy.facts.probes.files import FileState, ManagedFiles, stat_all
@@ -157,6 +157,30 @@ def test_units():
     assert probe.parse(["unit a b"]) == {}
     assert probe.lines(HostQuery("nvidia")) == []
     assert "systemctl is-enabled spark-engine-sglang.service" in probe.lines(QUERY)[0]
+
+
+def test_failed_checks():
+    probe = health.FailedChecks()
+    assert probe.parse(sample(probe)) == {"spark-engine-vllm.service"}
+    assert probe.parse(["unhealthy a b", "unhealthy"]) == frozenset()
+    assert probe.lines(HostQuery("nvidia")) == []
+
+
+def test_failed_checks_read_on_a_real_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Only a unit's own regular file counts: not a folder, not a partial record, not a unit
+    that was not asked; and the line ends well when none failed (the fact's last status)."""
+    monkeypatch.setattr(health, "HEALTH_FAILED", str(tmp_path))
+    (tmp_path / "a.service").write_text("2026-11-27T07:00:00Z exit 1\n")
+    (tmp_path / "b.service.123.partial").write_text("")
+    (tmp_path / "c.service").mkdir()
+    (tmp_path / "d.service").write_text("")
+    query = HostQuery("nvidia", units=("a.service", "b.service", "c.service", "e.service"))
+    [line] = health.FailedChecks().lines(query)
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True)
+    assert health.FailedChecks().parse(done.stdout.splitlines()) == {"a.service"}
+    (tmp_path / "a.service").unlink()
+    done = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=True)
+    assert done.stdout == ""
 
 
 def test_image():

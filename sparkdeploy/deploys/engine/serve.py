@@ -108,15 +108,16 @@ def _roll_back(host, keep: Keep, why: str) -> str:
 
 
 def unit_commands(
-    unit: str, now: tuple[str, str], restart: bool, follows: bool
+    unit: str, now: tuple[str, str], restart: bool, follows: bool, recheck: bool = False
 ) -> list[str] | None:
     """The systemctl commands that keep ``unit`` enabled and running, given ``now`` (its
-    is-active, is-enabled): None when it is both and nothing asks for a restart or a check."""
+    is-active, is-enabled): None when it is both and nothing asks for a restart or a check
+    (``follows``: it was restarted with another unit; ``recheck``: its last check failed)."""
     active, enabled = now
     commands = [] if enabled == "enabled" else [f"systemctl enable {unit}"]
     if restart or active != "active":
         return [*commands, f"systemctl {'restart' if active == 'active' else 'start'} {unit}"]
-    if not follows and enabled == "enabled":
+    if not (follows or recheck) and enabled == "enabled":
         return None
     return commands
 
@@ -138,7 +139,8 @@ def serving(
     """
     Keep an engine unit enabled at boot and running; (re)start it when asked or when it is
     not active, then wait (bounded, with progress) until it answers /v1/models and a
-    one-token chat completion.
+    one-token chat completion. A running unit whose last check failed (spark-engine-health
+    records it) is checked again, not restarted: a crash-looping engine fails it again.
 
     + unit: the systemd unit
     + port: the engine's API port on 127.0.0.1
@@ -169,8 +171,9 @@ def serving(
     if gpu_with:
         host.noop(f"the GPU is with {gpu_with}: `sudo spark-gpu-switch engine` gives it back")
         return
-    now = host_state().units.get(unit, ("inactive", "absent"))
-    if (commands := unit_commands(unit, now, restart, follows)) is None:
+    state = host_state()
+    now, recheck = state.units.get(unit, ("inactive", "absent")), unit in state.unhealthy
+    if (commands := unit_commands(unit, now, restart, follows, recheck)) is None:
         host.noop(f"{unit} is enabled and running")
         return
     yield from commands
