@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from sparkdeploy.config.paths import HEALTH_FAILED
 from tests.unit.test_fabric import health
 
 CHAT = {"choices": [{"message": {"role": "assistant", "content": "OK"}}]}
@@ -152,3 +153,7 @@ def test_only_a_plain_unit_name_is_recorded(serve, records, unit):
     failing = serve(engine((401, {}), (401, {})))
     assert check(failing, "--unit", unit) == 1
     assert not records.exists() and not (records.parent / "escape.service").exists()
+
+
+def test_the_record_folder_is_the_one_the_deploy_reads():
+    assert health.FAILED_DIR == HEALTH_FAILED  # the script's default, no variable set
