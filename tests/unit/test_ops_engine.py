@@ -124,6 +124,7 @@ def test_a_unit_is_stopped_disabled_and_its_container_removed_before_the_files_g
     assert outcome.commands == [
         "systemctl disable --now spark-engine-vllm.service || true",
         "/usr/bin/docker rm -f spark-engine-vllm >/dev/null 2>&1 || true",
+        "rm -f /var/lib/spark-deploy/health-failed/spark-engine-vllm.service",
         f"rm -f {VLLM}",
         f"rm -f {SUDOERS}",
         f"rm -f {RULES}",

@@ -23,6 +23,7 @@ from sparkdeploy.config.paths import (
     ENGINE_HEALTH,
     ENGINE_SUDOERS,
     ENGINE_UNIT,
+    HEALTH_FAILED,
     IMAGE_READINGS,
     LINK_TEST,
     MANAGED_HEADER,
@@ -269,7 +270,8 @@ def foreign_files_notice(paths: list[str]) -> str:
 def retired(paths: list[str]):
     """
     Remove engine units, sudoers and Prometheus files the deploy wrote earlier and no longer
-    plans, stopping and disabling a unit and removing its container first. The host-state
+    plans, stopping and disabling a unit and removing its container (and the record of its
+    last failed health check) first. The host-state
     fact lists as the deploy's only the files in shared folders whose first line is its
     header (config/paths.py MANAGED_HEADER): an admin's own file is never among ``paths``.
 
@@ -290,6 +292,7 @@ def retired(paths: list[str]):
             container = unit.removesuffix(".service")  # the plan names both alike
             yield f"systemctl disable --now {shell(unit)} || true"
             yield f"{DOCKER} rm -f {shell(container)} >/dev/null 2>&1 || true"
+            yield f"rm -f {shell(f'{HEALTH_FAILED}/{unit}')}"
         yield f"rm -f {shell(path)}"
     if any(path.endswith(".service") for path in paths):
         yield "systemctl daemon-reload"
