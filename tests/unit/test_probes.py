@@ -38,7 +38,6 @@ QUERY = HostQuery(
     owned_globs=ENGINE_FILE_GLOBS,
     image="lmsysorg/sglang:spark",
 )
-HOME_TOKEN = "'~/.cache/huggingface/token'"  # quoted: ~ is not expanded
 SHA = "f508cbfeba33e3feabdc7432f30e030ca582b470d0e746345a5821b36942cf70"
 
 
@@ -84,8 +83,10 @@ def test_managed_files():
     assert files["/usr/local/sbin/spark-memory-guard"] is None
     assert files["~/.cache/huggingface/token"].mode == "600"  # type: ignore[union-attr]
     lines = probe.lines(QUERY)
-    assert lines[1] == stat_all("/etc/spark-deploy/hf.env")
-    assert lines[2] == '[ -z "$home" ] || st "$home"/.cache/huggingface/token ' + HOME_TOKEN
+    assert lines[0] == stat_all("/etc/spark-deploy/hf.env")
+    home_token = stat_all(".cache/huggingface/token", "~/")
+    assert lines[1] == f'( if [ -n "$home" ] && cd "$home" 2>/dev/null; then {home_token}; fi )'
+    assert len(lines) == 2  # one sha256sum and one stat for each side, however many files
 
 
 def test_managed_files_read_on_a_real_shell(tmp_path: Path):
@@ -100,8 +101,11 @@ def test_managed_files_read_on_a_real_shell(tmp_path: Path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "token").write_text("t")
+    (tmp_path / "home" / "token").chmod(0o600)
+    (tmp_path / "home" / "linked").symlink_to(tmp_path / "a")
     names = ("a", "link", "fifo", "gone", "b")
-    paths = tuple(str(tmp_path / name) for name in names) + ("~/token",)
+    at_home = ("~/token", "~/linked", "~/gone")
+    paths = tuple(str(tmp_path / name) for name in names) + at_home
     script = "\n".join([f"home={tmp_path / 'home'}", *ManagedFiles().lines(HostQuery("x", paths))])
     output = subprocess.run(
         ["sh", "-c", script], capture_output=True, text=True, check=True, timeout=10
@@ -117,7 +121,13 @@ def test_managed_files_read_on_a_real_shell(tmp_path: Path):
     for absent in ("link", "fifo", "gone"):
         assert files[str(tmp_path / absent)] is None, absent
     assert files["~/token"] is not None
+    assert files["~/token"] == FileState(
+        "e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8", "600", *owner
+    )
+    assert files["~/linked"] is None and files["~/gone"] is None  # a link under home too
     assert len(output.stdout.splitlines()) == len(paths)
+    with pytest.raises(ValueError, match="fixed prefix"):
+        stat_all("x", "$(id)/")
 
 
 def test_gai():

@@ -9,32 +9,30 @@ from sparkdeploy.config.paths import HOME
 from sparkdeploy.escape import shell
 from sparkdeploy.facts.probes import HostQuery, fields
 
-# st PATH [NAME]: the state of a file, printed under NAME (default PATH); a symlink reads as
-# absent (it is replaced, never followed: root reads no file another account points it at,
-# and no FIFO that would hang the fact)
-STAT_FUNCTION = (
-    'st() { if [ -f "$1" ] && [ ! -L "$1" ]; then printf "file %s %s %s\\n" "${2:-$1}"'
-    ' "$(sha256sum < "$1" | cut -d" " -f1)" "$(stat -c "%a %U %G" "$1")";'
-    ' else printf "file %s -\\n" "${2:-$1}"; fi; }'
-)
-# The same for many paths, with one sha256sum and one stat for all the regular files among
-# them: st's four processes per file were a third of the host-state command on a twin (0.1 s
-# of 0.3 s for 31 files). awk joins the two outputs by path; sha256sum prints "HASH  PATH"
-# (the path from column 67), stat "mode MODE USER GROUP PATH". A file removed in between
-# gets no line, and a path missing from the output reads as absent.
+# The state of many files, with one sha256sum and one stat for all the regular files among
+# them (four processes per file were a third of the host-state command on a twin: 0.1 s of
+# 0.3 s for 31 files). A symlink reads as absent (it is replaced, never followed: root reads
+# no file another account points it at, and no FIFO that would hang the fact). awk joins the
+# two outputs by path; sha256sum prints "HASH  PATH" (the path from column 67), stat "mode
+# MODE USER GROUP PATH"; each path is printed after ``shown``. A file removed in between gets
+# no line, and a path missing from the output reads as absent.
 JOIN = (
     '/^mode / { p = $0; sub(/^mode [^ ]+ [^ ]+ [^ ]+ /, "", p); m[p] = $2 " " $3 " " $4; next }'
-    ' { p = substr($0, 67); if (p in m) print "file", p, $1, m[p] }'
+    ' { p = substr($0, 67); if (p in m) print "file", shown p, $1, m[p] }'
 )
 
 
-def stat_all(paths: str) -> str:
-    """The line that prints a ``file`` line for each of ``paths`` (shell words), as st."""
+def stat_all(paths: str, shown: str = "") -> str:
+    """The line that prints ``file PATH SHA256 MODE USER GROUP`` for each of ``paths`` (shell
+    words) that is a regular file, ``file PATH -`` for the others; PATH after ``shown`` (a
+    fixed prefix such as ``~/``, for paths read relative to the operator's home)."""
+    if any(char in shown for char in "%\\\"'$`"):
+        raise ValueError(f"not a fixed prefix for printf and awk: {shown!r}")
     return (
         f'( set --; for f in {paths}; do if [ -f "$f" ] && [ ! -L "$f" ];'
-        ' then set -- "$@" "$f"; else printf "file %s -\\n" "$f"; fi; done;'
+        f' then set -- "$@" "$f"; else printf "file {shown}%s -\\n" "$f"; fi; done;'
         ' [ $# -eq 0 ] || { stat -c \'mode %a %U %G %n\' -- "$@"; sha256sum -- "$@"; }'
-        f" 2>/dev/null | awk {shell(JOIN)} )"
+        f" 2>/dev/null | awk -v shown={shell(shown)} {shell(JOIN)} )"
     )
 
 
@@ -62,14 +60,12 @@ class ManagedFiles:
     def lines(self, query: HostQuery) -> list[str]:
         files = " ".join(shell(path) for path in query.paths if not path.startswith(HOME))
         at_home = [path[len(HOME) :] for path in query.paths if path.startswith(HOME)]
-        return [
-            STAT_FUNCTION,
-            stat_all(files),
-            *(
-                f'[ -z "$home" ] || st "$home"/{shell(path)} {shell(HOME + path)}'
-                for path in at_home
-            ),
-        ]
+        lines = [stat_all(files)]
+        if at_home:  # read from the operator's home, printed as ~/PATH
+            home_files = " ".join(shell(path) for path in at_home)
+            read = stat_all(home_files, HOME)
+            lines.append(f'( if [ -n "$home" ] && cd "$home" 2>/dev/null; then {read}; fi )')
+        return lines
 
     def parse(self, lines: list[str]) -> dict[str, FileState | None]:
         files: dict[str, FileState | None] = {}
